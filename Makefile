@@ -1,0 +1,55 @@
+# weir — see README.md. `make test` is the one command that runs every test.
+GO        ?= go
+GOBIN     ?= $(shell $(GO) env GOPATH)/bin
+PROTOC    ?= protoc
+PROTO_GEN_GO_VERSION   ?= v1.36.12
+PROTO_GEN_GRPC_VERSION ?= v1.6.0
+TESTFLAGS ?= -race -count=1 -timeout 20m
+
+.PHONY: all build test test-short vet fmt proto tools check-deps bench
+
+all: build
+
+build:
+	$(GO) build ./...
+
+# test runs every test with the race detector. The Redis tests start their
+# own redis-server processes on free ports, so redis-server must be on PATH.
+test: check-deps vet
+	$(GO) test $(TESTFLAGS) ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+check-deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "redis-server is missing: the tests start real Redis processes."; \
+	  echo "Install it with: sudo apt-get update && sudo apt-get install -y redis-server"; \
+	  exit 1; }
+	@command -v redis-cli >/dev/null 2>&1 || { \
+	  echo "redis-cli is missing (needed to build the test Redis Cluster)."; \
+	  echo "Install it with: sudo apt-get update && sudo apt-get install -y redis-tools"; \
+	  exit 1; }
+
+vet:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+tools:
+	$(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTO_GEN_GO_VERSION)
+	$(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTO_GEN_GRPC_VERSION)
+
+# proto regenerates the committed Go code from api/**/*.proto. Needs protoc
+# (Debian: protobuf-compiler) and the plugins from `make tools`.
+proto: tools
+	PATH="$(GOBIN):$$PATH" $(PROTOC) -I . -I /usr/include \
+	  --go_out=. --go_opt=paths=source_relative \
+	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
+	  $$(find api -name '*.proto')
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/

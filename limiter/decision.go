@@ -1,0 +1,73 @@
+package limiter
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrInvalidRequest wraps every error caused by the caller's input: too many
+// or oversized descriptors, unknown descriptor names, a bad cost, limits of
+// one request spanning several groups. Such a request consumes nothing.
+// Transports map it to gRPC INVALID_ARGUMENT and HTTP 400.
+var ErrInvalidRequest = errors.New("invalid request")
+
+// Input bounds. A request outside them is refused with ErrInvalidRequest.
+const (
+	MaxDescriptors     = 32
+	MaxDescriptorBytes = 256 // for a descriptor's name and for its value
+	MaxCost            = 1_000_000_000
+	MaxBatch           = 1000 // requests in one DecideBatch
+)
+
+// Request is one question: may a request with these descriptors, costing
+// Cost units, pass? Cost 0 means 1.
+type Request struct {
+	Descriptors map[string]string
+	Cost        int64
+}
+
+// Decision is the answer to one Request.
+type Decision struct {
+	// Allowed is false only when an enforced (non-shadow) limit denies.
+	Allowed bool
+	// TooCostly: the cost exceeds an enforced limit's burst; the request can
+	// never pass and RetryAfter is zero.
+	TooCostly bool
+	// Matched is false when no limit matched; the request is then allowed.
+	Matched bool
+	// RetryAfter is the exact wait until the request would pass (denials).
+	RetryAfter time.Duration
+	// Remaining is the smallest remaining count over enforced limits.
+	Remaining int64
+	// ResetAfter is the longest time until an enforced limit is rested.
+	ResetAfter time.Duration
+	// Limits has one entry per matched limit, in policy order, shadow
+	// limits included.
+	Limits []LimitDecision
+	// Fallback is non-nil when a failure policy made this decision.
+	Fallback *Fallback
+	// PolicyVersion names the policy that decided.
+	PolicyVersion string
+}
+
+// LimitDecision is one matched limit's part of a Decision.
+type LimitDecision struct {
+	Name       string
+	Key        string
+	Shadow     bool
+	Allowed    bool
+	TooCostly  bool
+	Remaining  int64
+	RetryAfter time.Duration
+	ResetAfter time.Duration
+	// Burst is the limit's quota; Window the time to refill it from empty
+	// (Burst * emission interval). Together they are the RateLimit-Policy.
+	Burst  int64
+	Window time.Duration
+}
+
+// Fallback says which failure policy decided and why.
+type Fallback struct {
+	Mode   string // "open", "closed" or "local"
+	Reason string // e.g. "redis_unavailable"
+}
