@@ -1,0 +1,147 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"sync"
+
+	"github.com/weirhq/weir/gcra"
+)
+
+// Config sizes a Store.
+type Config struct {
+	// Shards is the number of independently locked partitions, a power of
+	// two. More shards mean less contention and a little more fixed memory.
+	Shards int
+}
+
+// DefaultConfig returns 256 shards: enough that two cores rarely contend.
+func DefaultConfig() Config { return Config{Shards: 256} }
+
+// Validate reports whether c is usable. It changes nothing.
+func (c Config) Validate() error {
+	if c.Shards <= 0 || c.Shards&(c.Shards-1) != 0 {
+		return fmt.Errorf("memstore: shards %d must be a positive power of two", c.Shards)
+	}
+	return nil
+}
+
+// maxStackLimits is how many limits a composite decision handles without
+// allocating.
+const maxStackLimits = 8
+
+// Store holds TATs in memory. Safe for concurrent use.
+type Store struct {
+	seed   maphash.Seed
+	mask   uint64
+	shards []shard
+}
+
+type shard struct {
+	mu   sync.Mutex
+	tats map[string]int64
+	_    [40]byte // keep neighbouring shards' locks off one cache line
+}
+
+// New returns an empty store. It panics if cfg is invalid; call
+// cfg.Validate first when cfg comes from a user.
+func New(cfg Config) *Store {
+	if err := cfg.Validate(); err != nil {
+		panic(err)
+	}
+	s := &Store{seed: maphash.MakeSeed(), mask: uint64(cfg.Shards - 1), shards: make([]shard, cfg.Shards)}
+	for i := range s.shards {
+		s.shards[i].tats = make(map[string]int64)
+	}
+	return s
+}
+
+func (s *Store) shardFor(group string) *shard {
+	return &s.shards[maphash.String(s.seed, group)&s.mask]
+}
+
+// Decide decides one request of cost against limits[i] for keys[i] at now,
+// atomically: every limit is evaluated and either all TATs move or none do
+// (see gcra.DecideComposite, whose results it writes into out). All keys
+// must belong to group; the store does not check, but keys of different
+// groups in one call lose nothing but isolation from other groups' locks.
+// Memory never blocks: ctx is checked once, so a caller whose deadline has
+// passed consumes nothing.
+func (s *Store) Decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error) {
+	if len(keys) != len(limits) {
+		return gcra.Result{}, fmt.Errorf("memstore: %d keys for %d limits", len(keys), len(limits))
+	}
+	if err := ctx.Err(); err != nil {
+		return gcra.Result{}, err
+	}
+	var buf [maxStackLimits]int64
+	tats := buf[:0]
+	if len(keys) > maxStackLimits {
+		tats = make([]int64, 0, len(keys))
+	}
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, k := range keys {
+		tats = append(tats, sh.tats[k])
+	}
+	agg, err := gcra.DecideComposite(tats, now, limits, cost, out)
+	if err != nil || !agg.Allowed {
+		return agg, err
+	}
+	for i, k := range keys {
+		sh.tats[k] = out[i].TAT
+	}
+	return agg, nil
+}
+
+// Get returns the TAT stored for key in group, or 0.
+func (s *Store) Get(group, key string) int64 {
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.tats[key]
+}
+
+// Put stores tat for key in group, keeping the later of tat and what is
+// already there, so loading persisted state never makes a key more lenient.
+func (s *Store) Put(group, key string, tat int64) {
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if tat > sh.tats[key] {
+		sh.tats[key] = tat
+	}
+}
+
+// Sweep deletes every key whose TAT is at or before now (a rested key and a
+// missing key decide identically) and returns how many it removed. It locks
+// one shard at a time.
+func (s *Store) Sweep(now int64) int {
+	removed := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k, tat := range sh.tats {
+			if tat <= now {
+				delete(sh.tats, k)
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return removed
+}
+
+// Len returns the number of keys held, rested or not.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.tats)
+		sh.mu.Unlock()
+	}
+	return n
+}
