@@ -1,0 +1,47 @@
+// Package redisbackend runs weir's GCRA in Redis: composite decisions as one
+// atomic Lua script, and batched load/store of TATs for owners that decide
+// in memory and persist to Redis.
+//
+// The script is the twin of [gcra.DecideComposite]: for the same TATs, now,
+// limits and cost it returns the same results (TooCostly, RetryAfter,
+// Remaining, ResetAfter), evaluates every limit before writing, and writes
+// all new TATs (each as a decimal string with PX expiry, so a rested key
+// simply disappears) only when every limit admits the request. Time is the
+// Redis server's TIME unless the caller passes an explicit now. All values
+// are integer microseconds.
+//
+// The same code serves a single Redis and Redis Cluster through
+// redis.UniversalClient. A decision's keys must share one hash tag (the
+// tenant group, as in "rl:{tenant42}:user:7") so they live in one slot;
+// otherwise the call fails with [ErrCrossSlot] before anything is sent.
+//
+// Usage:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+//	be, err := redisbackend.New(rdb, redisbackend.DefaultConfig())
+//	if err != nil { ... }
+//	d, err := be.Decide(ctx,
+//		[]string{"rl:{t42}:all", "rl:{t42}:user:7"},
+//		[]gcra.Limit{tenantLimit, userLimit}, 1, 0) // 0: use Redis TIME
+//	if err != nil {
+//		// Redis slow or down: apply the limit's failure policy.
+//	}
+//	if !d.Overall.Allowed { ... d.Overall.RetryAfter ... }
+//
+// Caller's duties:
+//
+//   - Build the go-redis client with ContextTimeoutEnabled: true (New
+//     rejects a *redis.Client or *redis.ClusterClient without it); otherwise
+//     socket reads ignore deadlines and a paused Redis holds callers for the
+//     client's ReadTimeout. Own and close the client.
+//   - Treat an error as "unknown": on a timeout the script may have run.
+//     Apply the limit's fail-open, fail-closed or fallback policy and count
+//     it; retries belong to the caller.
+//   - Keep all TATs on Redis's time base. Owners that decide in memory must
+//     translate their clock to Redis TIME (see [Backend.Time]) before
+//     storing, or a key could be credited time it never rested.
+//   - StoreTATs overwrites unconditionally: only a key's current owner may
+//     call it.
+//
+// A Backend is safe for concurrent use and keeps no state between calls.
+package redisbackend

@@ -1,0 +1,50 @@
+package redisbackend
+
+import (
+	"fmt"
+	"strings"
+)
+
+// HashTag returns the hash tag of key as Redis Cluster defines it: the text
+// between the first '{' and the first '}' after it, when that text is not
+// empty. It returns "" when key has no such tag, in which case Redis hashes
+// the whole key.
+func HashTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return ""
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 { // no '}' at all, or "{}" which Redis ignores
+		return ""
+	}
+	return key[open+1 : open+1+end]
+}
+
+// checkKeys enforces the one-slot rule for a composite: a single key is
+// always fine; several keys must be distinct and share one non-empty hash
+// tag. It requires identical tags rather than identical slots so that code
+// tested on a single Redis behaves the same on a Cluster.
+func checkKeys(keys []string) error {
+	if len(keys) == 0 {
+		return fmt.Errorf("redisbackend: no keys")
+	}
+	if len(keys) == 1 {
+		return nil
+	}
+	tag := HashTag(keys[0])
+	if tag == "" {
+		return fmt.Errorf("%w: key 0 %q of a %d-key decision has no hash tag", ErrCrossSlot, keys[0], len(keys))
+	}
+	for i, k := range keys {
+		if t := HashTag(k); t != tag {
+			return fmt.Errorf("%w: key %d %q has hash tag %q, key 0 %q has %q", ErrCrossSlot, i, k, t, keys[0], tag)
+		}
+		for _, prev := range keys[:i] {
+			if prev == k {
+				return fmt.Errorf("redisbackend: key %q appears twice in one decision", k)
+			}
+		}
+	}
+	return nil
+}

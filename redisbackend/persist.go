@@ -1,0 +1,102 @@
+package redisbackend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// maxStoredTAT bounds stored TATs: the script reads them as Lua doubles.
+const maxStoredTAT = int64(1) << 53
+
+// TAT is one key's state for [Backend.StoreTATs]: its theoretical arrival
+// time and the now (microseconds, Redis time base) it is current at.
+type TAT struct {
+	Key string
+	TAT int64
+	Now int64
+}
+
+// LoadTATs reads the TATs of keys in one pipeline (split by slot on
+// Cluster). The result has one entry per key, 0 for a missing key, which
+// gcra treats as rested. The keys need not share a hash tag. The first
+// failure fails the whole call; bounded by ctx and Config.Timeout.
+func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	pipe := b.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
+	}
+	tats := make([]int64, len(keys))
+	for i, c := range cmds {
+		s, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("redisbackend: load tat %q: %w", keys[i], err)
+		}
+		if tats[i], err = strconv.ParseInt(s, 10, 64); err != nil {
+			return nil, fmt.Errorf("redisbackend: key %q holds %q, not a tat: %w", keys[i], s, err)
+		}
+	}
+	return tats, nil
+}
+
+// StoreTATs writes TATs in one pipeline (split by slot on Cluster), each
+// with PX expiry ceil((TAT-Now)/1000)+1 milliseconds, exactly as the script
+// writes them. A TAT at or before its Now is rested, which reads the same as
+// a missing key, so its key is deleted instead. Writes are unconditional:
+// the caller must own the keys. Each Now must be positive and each TAT in
+// [0, 2^53); invalid input fails the call before anything is sent. Bounded
+// by ctx and Config.Timeout; on failure some writes may have been applied.
+func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
+	for _, t := range tats {
+		if t.Key == "" || t.Now <= 0 || t.TAT < 0 || t.TAT >= maxStoredTAT {
+			return fmt.Errorf("redisbackend: invalid tat %+v: need a key, now > 0 and 0 <= tat < 2^53", t)
+		}
+	}
+	if len(tats) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	pipe := b.client.Pipeline()
+	for _, t := range tats {
+		if t.TAT <= t.Now {
+			pipe.Del(ctx, t.Key)
+			continue
+		}
+		px := (t.TAT-t.Now+999)/1000 + 1
+		// Do, not Set: Set takes a time.Duration, which overflows for
+		// spans this long, and may switch to EX.
+		pipe.Do(ctx, "SET", t.Key, strconv.FormatInt(t.TAT, 10), "PX", strconv.FormatInt(px, 10))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
+	}
+	return nil
+}
+
+// Time returns the Redis server's TIME in microseconds, the time base of
+// every TAT. Bounded by ctx and Config.Timeout.
+func (b *Backend) Time(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	t, err := b.client.Time(ctx).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redisbackend: time: %w", err)
+	}
+	return t.UnixMicro(), nil
+}

@@ -1,0 +1,145 @@
+package redisbackend_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/redisbackend/redistest"
+)
+
+func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	ctx := t.Context()
+	now, err := b.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tats := []redisbackend.TAT{
+		{Key: "rl:{p}:ahead", TAT: now + 2_500_000, Now: now}, // 2.5s ahead
+		{Key: "rl:{p}:tiny", TAT: now + 1, Now: now},          // 1us ahead
+		{Key: "rl:{p}:rested", TAT: now, Now: now},            // at now: rested
+		{Key: "rl:{p}:past", TAT: now - 10, Now: now},         // behind: rested
+	}
+	// Stale values that the rested entries must remove.
+	for _, k := range []string{"rl:{p}:rested", "rl:{p}:past"} {
+		c.Set(ctx, k, "123", 0)
+	}
+	if err := b.StoreTATs(ctx, tats); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.LoadTATs(ctx, []string{"rl:{p}:ahead", "rl:{p}:tiny", "rl:{p}:rested", "rl:{p}:past", "rl:{p}:never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{now + 2_500_000, now + 1, 0, 0, 0}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("loaded %v, want %v", got, want)
+	}
+	if ttl := c.PTTL(ctx, "rl:{p}:ahead").Val(); ttl > 2501*time.Millisecond || ttl < 2*time.Second {
+		t.Errorf("pttl %s, want just under 2501ms", ttl)
+	}
+	// A stored TAT feeds the script exactly as gcra would read it.
+	l := []gcra.Limit{lim(1_000_000, 3)}
+	d, err := b.Decide(ctx, []string{"rl:{p}:ahead"}, l, 1, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRes, _ := gcra.Decide(now+2_500_000, now, l[0], 1)
+	if d.Results[0] != wantRes {
+		t.Errorf("decide on stored tat = %+v, want %+v", d.Results[0], wantRes)
+	}
+}
+
+func TestBackend_StoreTATs_invalid(t *testing.T) {
+	srv := redistest.Start(t)
+	c, cnt := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	for _, tat := range []redisbackend.TAT{
+		{Key: "", TAT: base, Now: base},
+		{Key: "k", TAT: base, Now: 0},
+		{Key: "k", TAT: -1, Now: base},
+		{Key: "k", TAT: 1 << 53, Now: base},
+	} {
+		ok := redisbackend.TAT{Key: "fine", TAT: base + 5, Now: base}
+		if err := b.StoreTATs(t.Context(), []redisbackend.TAT{ok, tat}); err == nil {
+			t.Errorf("%+v accepted", tat)
+		}
+	}
+	if n := cnt.n.Load(); n != 0 {
+		t.Errorf("%d commands sent for invalid input", n)
+	}
+}
+
+func TestBackend_LoadTATs_garbage(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	c.Set(t.Context(), "rl:{g}:bad", "1.8e+15", 0)
+	if _, err := b.LoadTATs(t.Context(), []string{"rl:{g}:ok", "rl:{g}:bad"}); err == nil {
+		t.Error("non-integer tat loaded")
+	}
+	_, err := b.Decide(t.Context(), []string{"rl:{g}:bad"}, []gcra.Limit{lim(1, 1)}, 1, base)
+	if err == nil {
+		t.Error("script accepted a non-integer tat")
+	}
+	c.Set(t.Context(), "rl:{g}:far", fmt.Sprint(int64(1)<<53), 0)
+	_, err = b.Decide(t.Context(), []string{"rl:{g}:far"}, []gcra.Limit{lim(1, 1)}, 1, base)
+	if err == nil {
+		t.Error("script accepted a tat beyond exact range")
+	}
+}
+
+func TestBackend_DecidePipelined_matchesDecide(t *testing.T) {
+	srv := redistest.Start(t)
+	c, cnt := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	ctx := t.Context()
+	limits := []gcra.Limit{lim(100_000, 2), lim(50_000, 5)}
+	var reqs []redisbackend.DecideRequest
+	for i := range 10 {
+		keys := []string{fmt.Sprintf("rl:{pipe%d}:a", i%4), fmt.Sprintf("rl:{pipe%d}:b", i%4)}
+		reqs = append(reqs, redisbackend.DecideRequest{Keys: keys, Limits: limits, Cost: 1, Now: base})
+	}
+	bad := redisbackend.DecideRequest{Keys: []string{"{x}a", "{y}b"}, Limits: limits, Cost: 1, Now: base}
+	reqs = append(reqs, bad)
+	// Warm up: load the script and open a pipeline connection.
+	warm := redisbackend.DecideRequest{Keys: []string{"warm"}, Limits: limits[:1], Cost: 1, Now: base}
+	if _, errs, err := b.DecidePipelined(ctx, []redisbackend.DecideRequest{warm}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	before := cnt.n.Load()
+	ds, errs, err := b.DecidePipelined(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sent := cnt.n.Load() - before; sent != 10 {
+		t.Errorf("%d commands sent, want 10", sent)
+	}
+	if !errors.Is(errs[10], redisbackend.ErrCrossSlot) {
+		t.Errorf("cross-slot item: %v", errs[10])
+	}
+	// Groups 0 and 1 get three requests, 2 and 3 get two; burst 2 admits
+	// two per group at one instant.
+	for i := range 10 {
+		if errs[i] != nil {
+			t.Fatalf("item %d: %v", i, errs[i])
+		}
+		wantAllowed := i < 8
+		if ds[i].Overall.Allowed != wantAllowed {
+			t.Errorf("item %d allowed = %v, want %v", i, ds[i].Overall.Allowed, wantAllowed)
+		}
+	}
+	if ds[8].Overall.RetryAfter != 100_000 {
+		t.Errorf("retry = %d, want 100000", ds[8].Overall.RetryAfter)
+	}
+	ds, errs, err = b.DecidePipelined(ctx, nil)
+	if len(ds) != 0 || len(errs) != 0 || err != nil {
+		t.Errorf("empty batch: %v %v %v", ds, errs, err)
+	}
+}
