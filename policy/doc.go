@@ -1,0 +1,46 @@
+// Package policy is weir's policy plane: rate limits as data. A policy is a
+// YAML file listing limits — the descriptors each matches, the descriptor
+// that groups its keys (the Redis Cluster hash tag and the owner-routing
+// value), rate, burst, shadow mode, consistency, failure mode, leasing and
+// scope — plus per-tier numbers and per-tenant tiers and overrides.
+//
+// Parse and LoadFile validate a policy whole: any problem refuses it, with
+// messages that name the file, the limit and the field. A parsed *Policy is
+// immutable and safe for concurrent use. Resolve turns a request's
+// descriptors into the limits that apply, each with its storage key and its
+// numbers after the tenant's tier and overrides. A Watcher serves the
+// current policy of a file and replaces it when the file changes; an invalid
+// new file is logged and counted, and the old policy keeps serving.
+//
+// Usage:
+//
+//	w, err := policy.NewWatcher(policy.WatcherConfig{Path: "/etc/weir/policy.yaml"}, logger, reg)
+//	if err != nil {
+//		return err // the initial file is missing or invalid
+//	}
+//	go w.Run(ctx) // follow the file until ctx is done
+//
+//	// per request:
+//	p := w.Current()
+//	matches, err := p.Resolve(req.Descriptors, matches[:0])
+//	if errors.Is(err, policy.ErrUnknownDescriptor) {
+//		// refuse the request: the caller sent a name no limit uses
+//	}
+//	for _, m := range matches {
+//		// decide m.Key with m.Params; report, but do not enforce, m.Shadow
+//	}
+//
+// The caller's duties:
+//   - Load Current once per request and use that one policy for the whole
+//     request, so a reload cannot split it between two versions.
+//   - Use Match.Params and Match.Shadow, not the Limit's own numbers: only
+//     the former include the tenant's tier and overrides.
+//   - Bound the number and size of descriptors before calling Resolve; the
+//     policy bounds only names it knows.
+//   - Limits of one request may have different groups, and so different
+//     hash slots and owners; deciding them together is the limiter's call.
+//   - Call Reload on SIGHUP if operators expect it, and cancel Run's context
+//     on shutdown. Use Static for a fixed policy (tests, built-in policy).
+//
+// The key format, stable across versions, is documented on Resolve.
+package policy
