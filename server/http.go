@@ -1,0 +1,204 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/httplimit"
+	"github.com/weirhq/weir/limiter"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// HTTPConfig configures the HTTP API.
+type HTTPConfig struct {
+	// MaxBodyBytes caps a request body on /v1/decide and /v1/decide_batch;
+	// a larger body is refused with 413 before it is parsed. Zero means
+	// DefaultMaxBodyBytes. Raising it lets bigger batches through at the
+	// price of more memory per request.
+	MaxBodyBytes int64
+}
+
+// DefaultMaxBodyBytes is the body cap when HTTPConfig.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 64 << 10
+
+// DefaultHTTPConfig returns the default HTTP API configuration.
+func DefaultHTTPConfig() HTTPConfig {
+	return HTTPConfig{MaxBodyBytes: DefaultMaxBodyBytes}
+}
+
+// Validate reports whether c is usable. It changes nothing.
+func (c HTTPConfig) Validate() error {
+	if c.MaxBodyBytes < 0 {
+		return fmt.Errorf("server: max body bytes %d is negative", c.MaxBodyBytes)
+	}
+	return nil
+}
+
+// NewHTTPHandler serves the node's HTTP API:
+//
+//	POST /v1/decide        a DecideRequest as protojson; answers the
+//	                       DecideResponse with the status of
+//	                       httplimit.StatusCode (200 or 429) and the fields
+//	                       of httplimit.WriteHeaders
+//	POST /v1/decide_batch  a DecideBatchRequest; always 200, no per-response
+//	                       fields
+//	GET  /metrics          reg in the Prometheus text format (404 if reg is
+//	                       nil)
+//	GET  /healthz          200 "ok" while the process runs
+//	GET  /readyz           200 when ready() returns nil (or ready is nil),
+//	                       503 with the reason otherwise
+//
+// JSON answers use the proto field names and leave out unset fields. On the
+// decide endpoints a bad request (malformed JSON, unknown fields, a
+// negative cost, anything limiter.ErrInvalidRequest wraps) is 400, another
+// method 405, a body over the cap 413, an expired deadline 504 and any other
+// failure 503; errors come as {"error": "..."}. cfg must pass Validate; a
+// nil logger discards. The handler is safe for concurrent use.
+func NewHTTPHandler(cfg HTTPConfig, d Decider, reg prometheus.Gatherer, ready func() error, logger *slog.Logger) http.Handler {
+	if d == nil {
+		panic("server: NewHTTPHandler needs a Decider")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	a := &httpAPI{cfg: cfg, d: d, log: orDiscard(logger)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/decide", a.decide)
+	mux.HandleFunc("/v1/decide_batch", a.decideBatch)
+	if reg != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if ready != nil {
+			if err := ready(); err != nil {
+				writeText(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
+				return
+			}
+		}
+		writeText(w, http.StatusOK, "ready")
+	})
+	return mux
+}
+
+type httpAPI struct {
+	cfg HTTPConfig
+	d   Decider
+	log *slog.Logger
+}
+
+var (
+	unmarshalJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
+	marshalJSON   = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+)
+
+func (a *httpAPI) decide(w http.ResponseWriter, r *http.Request) {
+	in := &weirv1.DecideRequest{}
+	if !a.readBody(w, r, in) {
+		return
+	}
+	out, err := decide(r.Context(), a.d, in)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	httplimit.WriteHeaders(w.Header(), out)
+	a.writeProto(w, httplimit.StatusCode(out), out)
+}
+
+func (a *httpAPI) decideBatch(w http.ResponseWriter, r *http.Request) {
+	in := &weirv1.DecideBatchRequest{}
+	if !a.readBody(w, r, in) {
+		return
+	}
+	out, err := decideBatch(r.Context(), a.d, in)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	a.writeProto(w, http.StatusOK, out)
+}
+
+// readBody checks the method and parses the capped body into m. When it
+// returns false it has already answered.
+func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge,
+				fmt.Sprintf("body exceeds %d bytes", tooBig.Limit))
+			return false
+		}
+		writeJSONError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return false
+	}
+	if err := unmarshalJSON.Unmarshal(body, m); err != nil {
+		writeJSONError(w, http.StatusBadRequest, "parsing body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// writeError maps a decision error to an HTTP status (see NewHTTPHandler).
+func (a *httpAPI) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, limiter.ErrInvalidRequest):
+		code = http.StatusBadRequest
+	case errors.Is(err, context.DeadlineExceeded):
+		code = http.StatusGatewayTimeout
+	case errors.Is(err, context.Canceled):
+		// The caller has gone; nobody reads this answer.
+	case errors.Is(err, errBrokenDecider):
+		code = http.StatusInternalServerError
+		a.log.Error("decision failed", "path", r.URL.Path, "err", err)
+	default:
+		a.log.Warn("decision failed", "path", r.URL.Path, "err", err)
+	}
+	writeJSONError(w, code, err.Error())
+}
+
+func (a *httpAPI) writeProto(w http.ResponseWriter, code int, m proto.Message) {
+	body, err := marshalJSON.Marshal(m)
+	if err != nil { // only for invalid UTF-8 in strings the limiter produced
+		a.log.Error("encoding response", "err", err)
+		writeJSONError(w, http.StatusInternalServerError, "encoding response: "+err.Error())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(body)
+}
+
+func writeJSONError(w http.ResponseWriter, code int, msg string) {
+	body, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg}) // a struct of one string always encodes
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	w.Write(append(body, '\n'))
+}
+
+func writeText(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	io.WriteString(w, msg+"\n")
+}
