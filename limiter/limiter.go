@@ -1,0 +1,230 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/policy"
+)
+
+// Store decides one composite request atomically. All keys belong to group
+// (they share its hash tag). now is the receiving node's stamp in
+// microseconds; a store with its own time base (Redis TIME) may use that
+// instead. out[i] receives limit i's result.
+type Store interface {
+	Decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error)
+}
+
+// PolicySource yields the policy to decide with; hot-reloading sources swap
+// it atomically. *policy.Watcher satisfies it.
+type PolicySource interface {
+	Current() *policy.Policy
+}
+
+// Config tunes a Limiter.
+type Config struct {
+	// DeniedLogInterval is the least time between two log lines about
+	// denied keys (keys never become metric labels). Zero disables them.
+	DeniedLogInterval time.Duration
+}
+
+// DefaultConfig logs denied keys at most once a second.
+func DefaultConfig() Config { return Config{DeniedLogInterval: time.Second} }
+
+// Validate reports whether c is usable. It changes nothing.
+func (c Config) Validate() error {
+	if c.DeniedLogInterval < 0 {
+		return fmt.Errorf("limiter: denied log interval %s is negative", c.DeniedLogInterval)
+	}
+	return nil
+}
+
+// Limiter answers Decide requests against the current policy. Safe for
+// concurrent use; it starts no goroutines.
+type Limiter struct {
+	policies PolicySource
+	store    Store
+	now      func() time.Time
+	metrics  *metrics
+	denied   *deniedLog
+}
+
+// Option customises a Limiter beyond its Config.
+type Option func(*Limiter)
+
+// WithClock replaces the wall clock used to stamp requests.
+func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.now = now } }
+
+// New returns a Limiter deciding with store against policies. Metrics are
+// registered on reg (nil: not registered); logger receives denied-key lines.
+func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Limiter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if policies == nil || store == nil {
+		return nil, errors.New("limiter: a policy source and a store are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Limiter{policies: policies, store: store, now: time.Now}
+	for _, o := range opts {
+		o(l)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	l.metrics = m
+	l.denied = newDeniedLog(logger, cfg.DeniedLogInterval)
+	return l, nil
+}
+
+// Decide answers one request. Errors wrapping ErrInvalidRequest are the
+// caller's; others come from the store (the request may then be retried).
+func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
+	if err := validate(r); err != nil {
+		return Decision{}, err
+	}
+	return l.decide(ctx, l.policies.Current(), r, l.now().UnixMicro())
+}
+
+// DecideBatch answers rs in order. Every request is validated first, so one
+// bad request fails the batch before anything is consumed. A store error
+// ends the batch; earlier requests in it were decided.
+func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, error) {
+	if len(rs) > MaxBatch {
+		return nil, fmt.Errorf("%w: batch of %d requests exceeds %d", ErrInvalidRequest, len(rs), MaxBatch)
+	}
+	for i, r := range rs {
+		if err := validate(r); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
+	p := l.policies.Current()
+	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
+		if _, err := resolve(p, r.Descriptors, nil); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
+	now := l.now().UnixMicro()
+	out := make([]Decision, len(rs))
+	for i, r := range rs {
+		d, err := l.decide(ctx, p, r, now)
+		if err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, r Request, now int64) (Decision, error) {
+	start := time.Now()
+	var buf [8]policy.Match
+	matches, err := resolve(p, r.Descriptors, buf[:0])
+	if err != nil {
+		return Decision{}, err
+	}
+	d := Decision{Allowed: true, PolicyVersion: p.Version}
+	if len(matches) == 0 {
+		l.metrics.unmatched.Inc()
+		return d, nil
+	}
+	cost := max(r.Cost, 1)
+	d.Matched = true
+	d.Limits = make([]LimitDecision, len(matches))
+	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {
+		l.metrics.storeErrors.Inc()
+		return Decision{}, fmt.Errorf("limiter: %w", err)
+	}
+	l.record(matches, &d)
+	l.metrics.latency.Observe(time.Since(start).Seconds())
+	return d, nil
+}
+
+// decideMatches decides the enforced limits as one composite; then, only if
+// the request is admitted, each shadow limit on its own. A shadow limit
+// therefore tracks what it would have admitted had it been enforced, and a
+// request that enforced limits refuse consumes no shadow quota.
+func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision) error {
+	var enforced, shadow []int
+	for i, m := range ms {
+		if m.Shadow {
+			shadow = append(shadow, i)
+		} else {
+			enforced = append(enforced, i)
+		}
+	}
+	if len(enforced) > 0 {
+		agg, err := l.composite(ctx, ms, enforced, cost, now, d)
+		if err != nil {
+			return err
+		}
+		d.Allowed, d.TooCostly = agg.Allowed, agg.TooCostly
+		d.RetryAfter, d.ResetAfter, d.Remaining = micros(agg.RetryAfter), micros(agg.ResetAfter), agg.Remaining
+	}
+	if !d.Allowed {
+		// Not evaluated: a refused request never reaches a shadow limit,
+		// and stores have no read-only decision. Report the limit as
+		// admitting with nothing known about its remaining quota.
+		for _, i := range shadow {
+			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})
+		}
+		return nil
+	}
+	for n := range shadow {
+		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d)
+		if err != nil {
+			return err
+		}
+		if len(enforced) == 0 && (n == 0 || agg.Remaining < d.Remaining) {
+			d.Remaining = agg.Remaining
+		}
+	}
+	return nil
+}
+
+// composite decides ms[idx...] in one store call and fills d.Limits.
+func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) (gcra.Result, error) {
+	var kb [8]string
+	var lb [8]gcra.Limit
+	var rb [8]gcra.Result
+	keys, limits, out := kb[:0], lb[:0], rb[:0]
+	for _, i := range idx {
+		keys = append(keys, ms[i].Key)
+		limits = append(limits, ms[i].Params)
+		out = append(out, gcra.Result{})
+	}
+	agg, err := l.store.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
+	if err != nil {
+		return agg, err
+	}
+	for n, i := range idx {
+		d.Limits[i] = describe(ms[i], out[n])
+	}
+	return agg, nil
+}
+
+func describe(m policy.Match, r gcra.Result) LimitDecision {
+	return LimitDecision{
+		Name:       m.Limit.Name,
+		Key:        m.Key,
+		Shadow:     m.Shadow,
+		Allowed:    r.Allowed,
+		TooCostly:  r.TooCostly,
+		Remaining:  r.Remaining,
+		RetryAfter: micros(r.RetryAfter),
+		ResetAfter: micros(r.ResetAfter),
+		Burst:      m.Params.Burst,
+		Window:     micros(m.Params.Span()),
+	}
+}
+
+func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

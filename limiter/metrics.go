@@ -1,0 +1,110 @@
+package limiter
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/policy"
+)
+
+// Results recorded per limit in weir_decisions_total.
+const (
+	resultAllowed      = "allowed"       // the request was admitted
+	resultDenied       = "denied"        // this enforced limit refused it
+	resultShadowDenied = "shadow_denied" // this shadow limit would have refused it
+	resultTooCostly    = "too_costly"    // cost above this limit's burst
+)
+
+type metrics struct {
+	decisions   *prometheus.CounterVec
+	unmatched   prometheus.Counter
+	storeErrors prometheus.Counter
+	latency     prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_decisions_total",
+			Help: "Decisions per limit and result (allowed, denied, shadow_denied, too_costly).",
+		}, []string{"limit", "result"}),
+		unmatched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_decisions_unmatched_total",
+			Help: "Requests that matched no limit and were allowed.",
+		}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_store_errors_total",
+			Help: "Decisions that failed because the state store (Redis) returned an error.",
+		}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "weir_decision_duration_seconds",
+			Help:    "Time to decide one matched request, store call included.",
+			Buckets: []float64{5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1},
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.decisions, m.unmatched, m.storeErrors, m.latency} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// record counts d per limit and logs denied keys (rate-limited).
+func (l *Limiter) record(ms []policy.Match, d *Decision) {
+	for i, ld := range d.Limits {
+		result := resultAllowed
+		switch {
+		case ld.TooCostly:
+			result = resultTooCostly
+		case ld.Shadow && !ld.Allowed:
+			result = resultShadowDenied
+		case !ld.Allowed:
+			result = resultDenied
+		case !d.Allowed:
+			continue // admitted by this limit, refused by another
+		}
+		l.metrics.decisions.WithLabelValues(ld.Name, result).Inc()
+		if result != resultAllowed {
+			l.denied.note(ms[i].Key, ld.Name, result)
+		}
+	}
+}
+
+// deniedLog writes denied keys to the log at most once per interval, with
+// a count of what it held back, so that a flood of denials costs one line.
+type deniedLog struct {
+	logger   *slog.Logger
+	interval time.Duration
+	mu       struct {
+		sync.Mutex
+		last       time.Time
+		suppressed int
+	}
+}
+
+func newDeniedLog(logger *slog.Logger, interval time.Duration) *deniedLog {
+	return &deniedLog{logger: logger, interval: interval}
+}
+
+func (d *deniedLog) note(key, limit, result string) {
+	if d.interval == 0 {
+		return
+	}
+	d.mu.Lock()
+	now := time.Now()
+	if now.Sub(d.mu.last) < d.interval {
+		d.mu.suppressed++
+		d.mu.Unlock()
+		return
+	}
+	suppressed := d.mu.suppressed
+	d.mu.last, d.mu.suppressed = now, 0
+	d.mu.Unlock()
+	d.logger.Info("key denied", "key", key, "limit", limit, "result", result, "suppressed_since_last", suppressed)
+}

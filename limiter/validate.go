@@ -1,0 +1,55 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/weirhq/weir/policy"
+)
+
+// validate checks a request's shape against the input bounds. It reads the
+// request only.
+func validate(r Request) error {
+	if r.Cost < 0 {
+		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
+	}
+	if r.Cost > MaxCost {
+		return fmt.Errorf("%w: cost %d exceeds %d", ErrInvalidRequest, r.Cost, MaxCost)
+	}
+	if len(r.Descriptors) > MaxDescriptors {
+		return fmt.Errorf("%w: %d descriptors exceed %d", ErrInvalidRequest, len(r.Descriptors), MaxDescriptors)
+	}
+	for k, v := range r.Descriptors {
+		switch {
+		case k == "":
+			return fmt.Errorf("%w: empty descriptor name", ErrInvalidRequest)
+		case len(k) > MaxDescriptorBytes:
+			return fmt.Errorf("%w: descriptor name %.32q... is %d bytes, over %d", ErrInvalidRequest, k, len(k), MaxDescriptorBytes)
+		case len(v) > MaxDescriptorBytes:
+			return fmt.Errorf("%w: descriptor %q value is %d bytes, over %d", ErrInvalidRequest, k, len(v), MaxDescriptorBytes)
+		case !utf8.ValidString(k) || !utf8.ValidString(v):
+			return fmt.Errorf("%w: descriptor %q is not valid UTF-8", ErrInvalidRequest, k)
+		}
+	}
+	return nil
+}
+
+// resolve matches descriptors against p and checks that the matched limits
+// can be decided together: one composite decision needs one group.
+func resolve(p *policy.Policy, desc map[string]string, dst []policy.Match) ([]policy.Match, error) {
+	ms, err := p.Resolve(desc, dst)
+	if err != nil {
+		if errors.Is(err, policy.ErrUnknownDescriptor) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		return nil, err
+	}
+	for i := 1; i < len(ms); i++ {
+		if ms[i].GroupValue != ms[0].GroupValue {
+			return nil, fmt.Errorf("%w: limits %q (group %q) and %q (group %q) both match but a composite decision needs one group; give them the same group descriptor",
+				ErrInvalidRequest, ms[0].Limit.Name, ms[0].GroupValue, ms[i].Limit.Name, ms[i].GroupValue)
+		}
+	}
+	return ms, nil
+}
