@@ -1,0 +1,188 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+)
+
+// Errors returned by Client methods.
+var (
+	// ErrClosed is returned by calls made after Close, and by calls that
+	// were still pending when Close ran.
+	ErrClosed = errors.New("client: closed")
+	// ErrNegativeCost is returned by Decide for a cost below zero. It is
+	// checked locally so that one bad call cannot fail a coalesced batch
+	// shared with other callers.
+	ErrNegativeCost = errors.New("client: negative cost")
+)
+
+// Client asks weir nodes for decisions over gRPC. It is safe for concurrent
+// use by many goroutines; create one per process and share it.
+type Client struct {
+	cfg     Config
+	conn    *grpc.ClientConn
+	rpc     weirv1.RateLimiterClient
+	batcher *batcher // nil when batching is off
+
+	// life is cancelled by Close; every RPC is cut short by it.
+	life   context.Context
+	cancel context.CancelFunc
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates cfg and returns a Client for cfg.Target. It does not
+// connect: the connection is made on first use and re-made as needed (see
+// grpc.NewClient). Transport security is off by default; pass
+// grpc.WithTransportCredentials in opts to change that, or any other dial
+// option. cfg is copied; the caller may reuse it.
+func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	// Later options win, so the caller's credentials replace these.
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	conn, err := grpc.NewClient(cfg.Target, all...)
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %q: %w", cfg.Target, err)
+	}
+	c := &Client{cfg: cfg, conn: conn, rpc: weirv1.NewRateLimiterClient(conn)}
+	c.life, c.cancel = context.WithCancel(context.Background())
+	if cfg.BatchWindow > 0 {
+		c.batcher = newBatcher(c.life, c.sendBatch, c.decideOne, cfg.BatchWindow, cfg.MaxBatch)
+	}
+	return c, nil
+}
+
+// Close fails every pending call with ErrClosed, waits for the client's
+// goroutines to end and closes the connection. It is idempotent: later
+// calls return the first call's result.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		if c.batcher != nil {
+			c.batcher.close()
+		}
+		if err := c.conn.Close(); err != nil {
+			c.closeErr = fmt.Errorf("client: close: %w", err)
+		}
+	})
+	return c.closeErr
+}
+
+// Decide asks whether a request with these descriptors, costing cost units
+// (0 means 1), may pass. With Config.BatchWindow > 0 the request may travel
+// in one DecideBatch RPC with other callers' requests; the answer is this
+// request's own either way.
+//
+// Decide returns when the answer arrives, when ctx ends or Config.Timeout
+// elapses (the error then wraps ctx's error, e.g. context.DeadlineExceeded),
+// or when the Client is closed (ErrClosed). Server errors are gRPC status
+// errors, wrapped; use status.Code to read them. A request abandoned by its
+// caller after it was sent may still have been decided (and consumed) by the
+// server. The descriptors map is not retained after Decide returns.
+func (c *Client) Decide(ctx context.Context, descriptors map[string]string, cost int64) (*weirv1.DecideResponse, error) {
+	if cost < 0 {
+		return nil, fmt.Errorf("client: decide: %w: %d", ErrNegativeCost, cost)
+	}
+	if c.life.Err() != nil {
+		return nil, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if c.batcher == nil {
+		resp, err := c.decideOne(ctx, &weirv1.DecideRequest{Descriptors: descriptors, Cost: cost})
+		return resp, c.callError(ctx, "decide", err)
+	}
+	// The caller may return (and reuse its map) while the request waits in
+	// a batch, so the batch gets its own copy.
+	req := &weirv1.DecideRequest{Descriptors: maps.Clone(descriptors), Cost: cost}
+	resp, err := c.batcher.do(ctx, req)
+	return resp, c.callError(ctx, "decide", err)
+}
+
+// DecideBatch sends reqs as one DecideBatch RPC, never coalesced with other
+// calls, and returns one response per request in the same order. The server
+// validates every request before deciding any: one bad request fails the
+// whole batch with INVALID_ARGUMENT and consumes nothing. The server accepts
+// at most ServerMaxBatch requests per call. An empty reqs returns nil, nil.
+// Errors are as for Decide.
+func (c *Client) DecideBatch(ctx context.Context, reqs []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if c.life.Err() != nil {
+		return nil, ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	resps, err := c.sendBatch(ctx, reqs)
+	return resps, c.callError(ctx, "decide batch", err)
+}
+
+// decideOne is one Decide RPC, cut short by Close.
+func (c *Client) decideOne(ctx context.Context, req *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
+	ctx, cancel := c.bindLife(ctx)
+	defer cancel()
+	return c.rpc.Decide(ctx, req)
+}
+
+// sendBatch is one DecideBatch RPC, cut short by Close, with the response
+// count checked against the request count.
+func (c *Client) sendBatch(ctx context.Context, reqs []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error) {
+	ctx, cancel := c.bindLife(ctx)
+	defer cancel()
+	resp, err := c.rpc.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: reqs})
+	if err != nil {
+		return nil, err
+	}
+	if got := len(resp.GetResponses()); got != len(reqs) {
+		return nil, fmt.Errorf("server returned %d responses for %d requests", got, len(reqs))
+	}
+	return resp.GetResponses(), nil
+}
+
+// bindLife returns ctx cancelled also when the Client closes.
+func (c *Client) bindLife(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.life, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// callError turns the outcome of a call into the error the caller sees:
+// ErrClosed if the Client closed, the context's error if ctx ended (the
+// gRPC status then only repeats it), else the error wrapped with op.
+func (c *Client) callError(ctx context.Context, op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrClosed):
+		return ErrClosed
+	case c.life.Err() != nil && status.Code(err) == codes.Canceled:
+		return ErrClosed
+	case ctx.Err() != nil:
+		return fmt.Errorf("client: %s: %w", op, ctx.Err())
+	case status.Code(err) == codes.DeadlineExceeded && deadlinePassed(ctx):
+		// gRPC's own deadline timer can fire just before ctx's.
+		return fmt.Errorf("client: %s: %w", op, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("client: %s: %w", op, err)
+}
+
+func deadlinePassed(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
+}

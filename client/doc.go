@@ -1,0 +1,40 @@
+// Package client is a Go client for weir's gRPC API, weir.v1.RateLimiter:
+// it asks a weir node whether a request may pass.
+//
+// Usage:
+//
+//	cfg := client.DefaultConfig()
+//	cfg.Target = "127.0.0.1:8081"
+//	cfg.BatchWindow = 200 * time.Microsecond // coalesce concurrent calls
+//	c, err := client.New(cfg)
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//
+//	resp, err := c.Decide(ctx, map[string]string{"tenant": "acme", "user": "u7"}, 1)
+//	switch {
+//	case err != nil:
+//		// weir did not answer in time: apply your own failure policy.
+//	case !resp.GetAllowed():
+//		// reject; resp.GetRetryAfter() says when to try again.
+//	}
+//
+// With Config.BatchWindow > 0, concurrent Decide calls are coalesced into one
+// DecideBatch RPC, sent when Config.MaxBatch requests are waiting or the
+// window has passed since the first of them, whichever comes first. Each
+// caller still gets its own response and returns as soon as its own context
+// ends. Batching trades up to one window of latency for far fewer RPCs under
+// load; leave it off for light or latency-critical traffic. DecideBatch sends
+// a caller-built batch as it is and is never coalesced.
+//
+// The caller's duties:
+//
+//   - Create one Client and share it; it is safe for concurrent use.
+//   - Decide what an error means for the request (fail open or closed): the
+//     client never retries and never guesses an answer.
+//   - Keep Config.Timeout short; it applies inside the caller's context, so a
+//     shorter deadline on ctx still wins.
+//   - Call Close once done. Close fails pending calls with ErrClosed and
+//     returns after the client's goroutines have ended.
+package client

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runBenchJSON runs "weir bench --json" with args and decodes the summary.
+func runBenchJSON(t *testing.T, ctx context.Context, args ...string) (int, *summary) {
+	t.Helper()
+	code, stdout, stderr := runCLI(ctx, append([]string{"bench", "--json", "--warmup", "0s", "--timeout", "10s"}, args...)...)
+	var s summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("exit %d, summary is not JSON: %v\nstdout %q\nstderr %q", code, err, stdout, stderr)
+	}
+	if code != exitOK {
+		t.Logf("exit %d, stderr %q, summary %+v", code, stderr, s)
+	}
+	return code, &s
+}
+
+// checkConsistent checks that a summary adds up and matches what the server
+// saw. batch is the requests per RPC.
+func checkConsistent(t *testing.T, s *summary, f *fakeNode, batch int64) {
+	t.Helper()
+	var failed int64
+	for _, n := range s.Errors {
+		failed += n
+	}
+	rpcs, _, _ := f.stats()
+	// An RPC that timed out (a loaded test machine) may or may not have
+	// reached the server; every other RPC did, exactly once.
+	lost := s.Requests - s.Errors["Unavailable"] - s.Decisions/batch
+	switch {
+	case s.Requests == 0:
+		t.Error("no requests were made")
+	case int64(rpcs) > s.Requests || int64(rpcs) < s.Requests-lost:
+		t.Errorf("server saw %d RPCs, bench reports %d of which %d timed out (errors %v)", rpcs, s.Requests, lost, s.Errors)
+	case s.Decisions != (s.Requests-failed)*batch:
+		t.Errorf("decisions %d != (requests %d - errors %d) * batch %d", s.Decisions, s.Requests, failed, batch)
+	case s.Allowed+s.Denied != s.Decisions:
+		t.Errorf("allowed %d + denied %d != decisions %d", s.Allowed, s.Denied, s.Decisions)
+	case !(s.Latency.P50 > 0 && s.Latency.P50 <= s.Latency.P99 && s.Latency.P99 <= s.Latency.Max):
+		t.Errorf("latency out of order: %+v", s.Latency)
+	case s.Elapsed <= 0 || s.DecisionsPerSec <= 0:
+		t.Errorf("elapsed %v, rate %v", s.Elapsed, s.DecisionsPerSec)
+	}
+}
+
+func TestRunBench_closedLoop(t *testing.T) {
+	f := &fakeNode{}
+	addr := serveFake(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "300ms", "--workers", "4", "--conns", "2", "--keys", "4")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 1)
+	if s.Errors["Unavailable"] == 0 || s.Allowed == 0 || s.Denied == 0 {
+		t.Errorf("want some of each outcome: %+v", s)
+	}
+	if s.Mode != "closed" || s.Elapsed > 0.3 {
+		t.Errorf("mode %q, elapsed %v", s.Mode, s.Elapsed)
+	}
+}
+
+func TestRunBench_closedLoopBatches(t *testing.T) {
+	f := &fakeNode{}
+	addr := serveFake(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "200ms", "--batch", "3", "--keys", "1", "--cost", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 3)
+	if _, items, _ := f.stats(); int64(items) < s.Decisions || s.Allowed != s.Decisions {
+		t.Errorf("server decided %d items; bench reports %d decisions, %d allowed", items, s.Decisions, s.Allowed)
+	}
+}
+
+func TestRunBench_openLoop(t *testing.T) {
+	f := &fakeNode{}
+	addr := serveFake(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--mode", "open", "--rate", "2000", "--duration", "300ms", "--keys", "4")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 1)
+	// 2000/s for 300ms schedules exactly 600 arrivals, each sent or dropped
+	// however late the dispatcher runs.
+	if s.Arrivals != 600 || s.Requests != s.Arrivals-s.Dropped {
+		t.Errorf("arrivals %d, dropped %d, requests %d", s.Arrivals, s.Dropped, s.Requests)
+	}
+}
+
+func TestRunBench_openLoopCountsQueueingAndDrops(t *testing.T) {
+	f := &fakeNode{delay: 20 * time.Millisecond}
+	addr := serveFake(t, f)
+	// One worker and a queue of one against a server taking 20ms: most
+	// arrivals are dropped, and the queued ones wait up to another 20ms.
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--mode", "open", "--rate", "1000", "--duration", "200ms", "--workers", "1", "--keys", "1")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 1)
+	if s.Dropped == 0 || s.Requests != s.Arrivals-s.Dropped {
+		t.Errorf("arrivals %d, dropped %d, requests %d", s.Arrivals, s.Dropped, s.Requests)
+	}
+	// Measured from the schedule, a queued request waits for the one in
+	// flight: the slowest took well over one server delay.
+	if s.Latency.Max < 30_000 {
+		t.Errorf("max latency %vus; queueing delay is not counted", s.Latency.Max)
+	}
+}
+
+func TestRunBench_hotKey(t *testing.T) {
+	f := &fakeNode{}
+	addr := serveFake(t, f)
+	if code, _ := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "100ms", "--keys", "100", "--hot", "1"); code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if _, _, keys := f.stats(); len(keys) != 1 || !keys["key-0"] {
+		t.Errorf("server saw keys %v, want only key-0", keys)
+	}
+}
+
+func TestRunBench_interruptStillReports(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	f := &fakeNode{onRPC: func(n int) {
+		if n == 100 {
+			cancel() // Ctrl-C
+		}
+	}}
+	addr := serveFake(t, f)
+	code, s := runBenchJSON(t, ctx, "--addr", addr, "--duration", "1h", "--keys", "1")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 1)
+	if s.Elapsed > 60 {
+		t.Errorf("elapsed %vs: the interrupt did not stop the run", s.Elapsed)
+	}
+}
+
+func TestRunBench_humanSummary(t *testing.T) {
+	addr := serveFake(t, &fakeNode{})
+	code, stdout, stderr := runCLI(t.Context(), "bench", "--addr", addr, "--mode", "open", "--rate", "500", "--duration", "100ms", "--warmup", "50ms", "--keys", "4")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"open loop at 500/s", "requests ", "decisions ", "allowed ", "denied ", "errors ", "Unavailable=", "dropped ", "latency     p50 "} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, stdout)
+		}
+	}
+}
+
+func TestRunBench_unreachableIsAnError(t *testing.T) {
+	code, stdout, stderr := runCLI(t.Context(), "bench", "--addr", "127.0.0.1:1", "--duration", "100ms", "--warmup", "0s", "--workers", "1", "--conns", "1")
+	if code != exitError || !strings.Contains(stderr, "every request failed") || !strings.Contains(stdout, "Unavailable") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -1,0 +1,73 @@
+// Command weir is weir's command-line tool: it asks a node for a decision,
+// checks a policy file and benchmarks a node or cluster.
+//
+// Usage:
+//
+//	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]
+//	weir policy check FILE
+//	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R]
+//	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
+//	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
+//	           [--timeout D] [--json]
+//
+// Exit status: decide exits 0 when the request is allowed and 1 when it is
+// denied; policy check exits 1 for an invalid policy; every command exits 2
+// on a usage error or when it cannot reach its answer.
+//
+// Run "weir COMMAND -h" for a command's flags.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitNo    = 1 // denied (decide), invalid (policy check)
+	exitError = 2 // usage error, or no answer
+)
+
+const usage = `weir is the command-line tool of the weir rate limiter.
+
+Usage:
+  weir decide [flags]        ask a node whether a request may pass
+  weir policy check FILE     validate a policy file
+  weir bench [flags]         load-test a node and report throughput and latency
+
+Run "weir COMMAND -h" for a command's flags.
+`
+
+func main() {
+	// Ctrl-C cancels ctx: decide gives up, bench stops early and reports.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes the command in args and returns the process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitError
+	}
+	switch args[0] {
+	case "decide":
+		return runDecide(ctx, args[1:], stdout, stderr)
+	case "policy":
+		return runPolicy(args[1:], stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "weir: unknown command %q\n\n%s", args[0], usage)
+	return exitError
+}

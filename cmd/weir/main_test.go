@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the CLI in-process and returns its exit code and output.
+func runCLI(ctx context.Context, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(ctx, args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestRun_usageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string // in stderr
+	}{
+		{nil, "Usage:"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"decide"}, "at least one -d NAME=VALUE is required"},
+		{[]string{"decide", "-d", "tenant"}, `want NAME=VALUE, got "tenant"`},
+		{[]string{"decide", "-d", "=x"}, `want NAME=VALUE, got "=x"`},
+		{[]string{"decide", "-d", "a=1", "-d", "a=2"}, `descriptor "a" given twice`},
+		{[]string{"decide", "-d", "a=1", "--cost", "-3"}, "negative --cost -3"},
+		{[]string{"decide", "-d", "a=1", "--cost", "many"}, `invalid value "many" for flag -cost`},
+		{[]string{"decide", "-d", "a=1", "stray"}, `unexpected argument "stray"`},
+		{[]string{"bench", "--mode", "sideways"}, `--mode must be closed or open, got "sideways"`},
+		{[]string{"bench", "--workers", "0"}, "--workers must be at least 1"},
+		{[]string{"bench", "--mode", "open", "--rate", "0"}, "--rate must be positive"},
+		{[]string{"bench", "--duration", "0s"}, "--duration must be positive"},
+		{[]string{"bench", "--hot", "1.5"}, "--hot must be in [0, 1]"},
+		{[]string{"bench", "--keys", "0"}, "--keys must be in"},
+		{[]string{"bench", "--batch", "0"}, "--batch must be at least 1"},
+		{[]string{"bench", "--conns", "0"}, "--conns must be at least 1"},
+		{[]string{"bench", "--desc", "oops"}, `want NAME=VALUE, got "oops"`},
+		{[]string{"bench", "--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"policy"}, "want the subcommand check"},
+		{[]string{"policy", "check"}, "want exactly one FILE"},
+		{[]string{"policy", "check", "a", "b"}, "want exactly one FILE"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			code, _, stderr := runCLI(t.Context(), tt.args...)
+			if code != exitError {
+				t.Errorf("exit code %d, want %d", code, exitError)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Errorf("stderr %q does not contain %q", stderr, tt.want)
+			}
+		})
+	}
+}
+
+func TestRun_help(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"decide", "-h"}, {"bench", "--help"}, {"policy", "check", "-h"}} {
+		if code, _, _ := runCLI(t.Context(), args...); code != exitOK {
+			t.Errorf("%v: exit code %d, want 0", args, code)
+		}
+	}
+}
+
+func TestRunPolicy_check(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	write := func(path, body string) {
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good, `version: "v9"
+limits:
+  - name: per-user
+    match: [tenant, user]
+    rate: 5/s
+    burst: 3
+  - name: audit
+    match: [tenant]
+    rate: 100/s
+    burst: 50
+    shadow: true
+`)
+	write(bad, "version: v1\nlimits:\n  - name: broken\n    rate: often\n")
+
+	code, stdout, stderr := runCLI(t.Context(), "policy", "check", good)
+	if code != exitOK {
+		t.Fatalf("good policy: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"ok: version v9, 2 limits\n", "per-user", "5/s", "burst 3", "enforced", "audit", "shadow"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output %q lacks %q", stdout, want)
+		}
+	}
+	if code, stdout, stderr := runCLI(t.Context(), "policy", "check", bad); code != exitNo || stdout != "" || !strings.Contains(stderr, "bad.yaml") {
+		t.Errorf("bad policy: exit %d, stdout %q, stderr %q; want 1 and an error naming the file", code, stdout, stderr)
+	}
+	if code, _, _ := runCLI(t.Context(), "policy", "check", filepath.Join(dir, "missing.yaml")); code != exitNo {
+		t.Errorf("missing file: exit %d, want 1", code)
+	}
+}
