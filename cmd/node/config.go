@@ -1,0 +1,99 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"strings"
+	"time"
+)
+
+// config is everything the node is told at start.
+type config struct {
+	GRPCAddr        string
+	HTTPAddr        string
+	PolicyPath      string
+	RedisAddr       string
+	RedisCluster    []string
+	RedisTimeout    time.Duration
+	SweepInterval   time.Duration
+	ShutdownTimeout time.Duration
+	LogFormat       string
+	LogLevel        string
+}
+
+// parseConfig reads flags from args, with WEIR_* environment variables as
+// defaults. getenv is os.Getenv outside tests.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	var cluster string
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	str := func(p *string, name, def, usage string) {
+		fs.StringVar(p, name, envOr(getenv, name, def), usage)
+	}
+	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
+		fs.DurationVar(p, name, def, usage)
+		if v := getenv(envName(name)); v != "" {
+			if d, err := time.ParseDuration(v); err == nil {
+				*p = d
+			} else {
+				fmt.Fprintf(stderr, "ignoring %s=%q: %v\n", envName(name), v, err)
+			}
+		}
+	}
+	str(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address")
+	str(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (decide API, metrics, health)")
+	str(&c.PolicyPath, "policy", "", "policy YAML file (default: the built-in example policy)")
+	str(&c.RedisAddr, "redis-addr", "", "single Redis host:port; empty runs embedded, in memory")
+	str(&cluster, "redis-cluster", "", "comma-separated Redis Cluster seed addresses")
+	dur(&c.RedisTimeout, "redis-timeout", 50*time.Millisecond, "ceiling on one Redis call")
+	dur(&c.SweepInterval, "sweep-interval", 10*time.Second, "how often idle in-memory keys are freed")
+	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
+	str(&c.LogFormat, "log-format", "text", "log format: text or json")
+	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if cluster != "" {
+		for _, a := range strings.Split(cluster, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				c.RedisCluster = append(c.RedisCluster, a)
+			}
+		}
+	}
+	return c, c.validate()
+}
+
+func (c config) validate() error {
+	var errs []error
+	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
+		errs = append(errs, errors.New("--redis-addr and --redis-cluster are exclusive"))
+	}
+	if c.RedisTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--redis-timeout %s must be positive", c.RedisTimeout))
+	}
+	if c.SweepInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--sweep-interval %s must be positive", c.SweepInterval))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func envName(flag string) string {
+	return "WEIR_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func envOr(getenv func(string) string, flag, def string) string {
+	if v := getenv(envName(flag)); v != "" {
+		return v
+	}
+	return def
+}

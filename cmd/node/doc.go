@@ -1,0 +1,26 @@
+// Command node runs one weir node: the weir.v1.RateLimiter gRPC API (with
+// health and reflection), the HTTP API (/v1/decide, /metrics, /healthz,
+// /readyz), and the limiter behind them.
+//
+// With no flags it starts on loopback with a built-in example policy and
+// keeps state in memory:
+//
+//	go run ./cmd/node
+//
+// Flags (each also read from the environment as WEIR_<FLAG>, upper case,
+// dashes as underscores; a flag on the command line wins):
+//
+//	--grpc-addr      gRPC listen address (127.0.0.1:8081)
+//	--http-addr      HTTP listen address (127.0.0.1:8080)
+//	--policy         policy YAML file, hot-reloaded on change and on SIGHUP
+//	--redis-addr     a single Redis (host:port): every decision runs the Lua script there
+//	--redis-cluster  comma-separated Redis Cluster seeds, instead of --redis-addr
+//	--redis-timeout  ceiling on one Redis call (50ms)
+//	--log-format     text or json
+//	--log-level      debug, info, warn or error
+//
+// SIGTERM and SIGINT stop the node gracefully: health turns NOT_SERVING,
+// in-flight calls finish (up to --shutdown-timeout), then the node exits.
+//
+// This package only wires the others together; it holds no logic of its own.
+package main

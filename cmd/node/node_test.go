@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/redisbackend/redistest"
+)
+
+// startNode runs a node in-process on loopback ports chosen by the kernel.
+func startNode(t *testing.T, extra ...string) (*node, weirv1.RateLimiterClient) {
+	t.Helper()
+	args := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"}, extra...)
+	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := start(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.shutdown(context.Background(), 5*time.Second) })
+	conn, err := grpc.NewClient(n.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return n, weirv1.NewRateLimiterClient(conn)
+}
+
+func decide(t *testing.T, c weirv1.RateLimiterClient, cost int64, kv ...string) *weirv1.DecideResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d[kv[i]] = kv[i+1]
+	}
+	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: d, Cost: cost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// checkSeedTrace sends the seed's four requests at (nearly) one instant to a
+// 5/s burst 3 limit: three pass with 2, 1, 0 left, the fourth waits ~200ms.
+func checkSeedTrace(t *testing.T, c weirv1.RateLimiterClient, kv ...string) {
+	t.Helper()
+	for i, want := range []int64{2, 1, 0} {
+		r := decide(t, c, 1, kv...)
+		if !r.Allowed || r.Remaining != want {
+			t.Fatalf("request %d: allowed=%v remaining=%d, want true %d", i, r.Allowed, r.Remaining, want)
+		}
+	}
+	r := decide(t, c, 1, kv...)
+	retry := r.RetryAfter.AsDuration()
+	// The exact figure is 200ms minus the time the first three calls took.
+	if r.Allowed || retry <= 100*time.Millisecond || retry > 200*time.Millisecond {
+		t.Fatalf("fourth request: allowed=%v retry=%s, want denied with retry just under 200ms", r.Allowed, retry)
+	}
+}
+
+func TestNode_embedded_seedTraceOverGRPC(t *testing.T) {
+	_, c := startNode(t)
+	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
+}
+
+func TestNode_redis_seedTraceOverGRPC(t *testing.T) {
+	srv := redistest.Start(t)
+	_, c := startNode(t, "--redis-addr", srv.Addr())
+	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
+	// The state lives in Redis: a second node on the same Redis sees it.
+	_, c2 := startNode(t, "--redis-addr", srv.Addr())
+	if r := decide(t, c2, 1, "tenant", "demo", "user", "u7"); r.Allowed {
+		t.Fatal("a fresh node on the same Redis granted a new burst")
+	}
+}
+
+func TestNode_redisCluster_decides(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a Redis Cluster")
+	}
+	cl := redistest.StartCluster(t, 3)
+	_, c := startNode(t, "--redis-cluster", strings.Join(cl.Addrs(), ","))
+	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
+}
+
+func TestNode_badInputIsInvalidArgument(t *testing.T) {
+	_, c := startNode(t)
+	ctx := context.Background()
+	for name, req := range map[string]*weirv1.DecideRequest{
+		"negative cost":      {Descriptors: map[string]string{"tenant": "a"}, Cost: -1},
+		"huge cost":          {Descriptors: map[string]string{"tenant": "a"}, Cost: 2_000_000_000},
+		"oversized value":    {Descriptors: map[string]string{"tenant": strings.Repeat("x", 300)}},
+		"unknown descriptor": {Descriptors: map[string]string{"tenant": "a", "nope": "b"}},
+	} {
+		_, err := c.Decide(ctx, req)
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: got %v, want InvalidArgument", name, err)
+		}
+	}
+	// Nothing above consumed quota for tenant a.
+	if r := decide(t, c, 1, "tenant", "a", "user", "u"); !r.Allowed || r.Remaining != 2 {
+		t.Fatalf("state changed by bad input: %+v", r)
+	}
+}
+
+func TestNode_policyHotReload(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "policy.yaml")
+	write := func(body string) {
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("version: v1\nlimits:\n  - {name: l, match: [k], rate: 1/s, burst: 1}\n")
+	n, c := startNode(t, "--policy", path)
+	if v := decide(t, c, 1, "k", "x").PolicyVersion; v != "v1" {
+		t.Fatalf("version %q", v)
+	}
+	updates := n.watcher.Subscribe()
+
+	write("version: v2\nlimits:\n  - {name: l, match: [k], rate: 1/s, burst: 5}\n")
+	n.reloadPolicy() // as on SIGHUP; the file watcher may also see it first
+	waitVersion(t, updates, c, "v2")
+
+	write("version: v3\nlimits:\n  - {name: l, match: [k], rate: 1/x, burst: 5}\n")
+	n.reloadPolicy()
+	if v := decide(t, c, 1, "k", "y").PolicyVersion; v != "v2" {
+		t.Fatalf("a bad policy replaced the good one: version %q", v)
+	}
+}
+
+func waitVersion(t *testing.T, updates <-chan *policy.Policy, c weirv1.RateLimiterClient, want string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for decide(t, c, 1, "k", "probe-"+want).PolicyVersion != want {
+		select {
+		case <-updates:
+		case <-deadline:
+			t.Fatalf("policy %s never became active", want)
+		}
+	}
+}
+
+func TestNode_httpDenialHas429AndHeaders(t *testing.T) {
+	n, _ := startNode(t)
+	body := `{"descriptors":{"tenant":"demo","user":"u9"},"cost":3}`
+	post := func() *http.Response {
+		resp, err := http.Post("http://"+n.httpAddr()+"/v1/decide", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	if r := post(); r.StatusCode != http.StatusOK {
+		t.Fatalf("first: %d", r.StatusCode)
+	}
+	r := post()
+	if r.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("second: %d, want 429", r.StatusCode)
+	}
+	if got := r.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After %q, want 1 (600ms rounded up)", got)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); !strings.Contains(got, `"per-user";q=3;w=1`) {
+		t.Errorf("RateLimit-Policy %q", got)
+	}
+	if got := r.Header.Get("RateLimit"); !strings.Contains(got, `"per-user";r=0;t=1`) {
+		t.Errorf("RateLimit %q", got)
+	}
+	var out map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&out); err != nil || out["allowed"] == true {
+		t.Fatalf("body %v %v", out, err)
+	}
+}
+
+func TestNode_healthAndShutdown(t *testing.T) {
+	n, _ := startNode(t)
+	conn, err := grpc.NewClient(n.grpcAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h, err := healthpb.NewHealthClient(conn).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || h.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health %v %v", h, err)
+	}
+	n.shutdown(context.Background(), 5*time.Second)
+	n.shutdown(context.Background(), 5*time.Second) // idempotent
+	if _, err := http.Get("http://" + n.httpAddr() + "/healthz"); err == nil {
+		t.Fatal("http still serving after shutdown")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
