@@ -67,7 +67,7 @@ func WriteHeaders(h http.Header, resp *weirv1.DecideResponse) {
 		state.WriteString(";r=")
 		state.WriteString(sfInteger(l.GetRemaining()))
 		state.WriteString(";t=")
-		state.WriteString(sfInteger(ceilSeconds(l.GetResetAfter())))
+		state.WriteString(sfInteger(resetSeconds(l)))
 	}
 	if policy.Len() > 0 {
 		h.Set(RateLimitPolicyField, policy.String())
@@ -76,6 +76,18 @@ func WriteHeaders(h http.Header, resp *weirv1.DecideResponse) {
 	if !resp.GetAllowed() && !resp.GetTooCostly() {
 		h.Set(RetryAfterField, strconv.FormatInt(retryAfterSeconds(resp.GetRetryAfter()), 10))
 	}
+}
+
+// resetSeconds is the RateLimit "t" of one limit. GCRA refills
+// continuously, so "until the quota resets" is read as: for a limit that
+// denies, until this request would pass (the same figure as Retry-After, so
+// the two fields never disagree, as draft-11 section 6 asks); otherwise until
+// the limit is fully rested.
+func resetSeconds(l *weirv1.LimitStatus) int64 {
+	if !l.GetAllowed() && !l.GetTooCostly() {
+		return retryAfterSeconds(l.GetRetryAfter())
+	}
+	return ceilSeconds(l.GetResetAfter())
 }
 
 // retryAfterSeconds is a denial's wait in whole seconds, rounded up and at

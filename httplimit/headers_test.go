@@ -32,7 +32,8 @@ func TestWriteHeaders_denied(t *testing.T) {
 	WriteHeaders(h, deniedResponse())
 	want := map[string]string{
 		"RateLimit-Policy": `"per-tenant";q=200;w=1, "per-user";q=20;w=1`,
-		"RateLimit":        `"per-tenant";r=180;t=1, "per-user";r=0;t=2`,
+		// per-user denies: its t is its retry (200ms -> 1), not its reset.
+		"RateLimit":        `"per-tenant";r=180;t=1, "per-user";r=0;t=1`,
 		"Retry-After":      "1",
 	}
 	for k, v := range want {
@@ -72,7 +73,7 @@ func TestWriteHeaders_rounding(t *testing.T) {
 		{"just over a second", 1000001 * time.Microsecond, 1000001 * time.Microsecond, 1000001 * time.Microsecond, "2", `"l";r=0;t=2`, `"l";q=4;w=2`},
 		{"exact second", time.Second, time.Second, time.Second, "1", `"l";r=0;t=1`, `"l";q=4;w=1`},
 		{"just under a second", 999999 * time.Microsecond, 999999 * time.Microsecond, 999999 * time.Microsecond, "1", `"l";r=0;t=1`, `"l";q=4;w=1`},
-		{"zero waits", 0, 0, 0, "1", `"l";r=0;t=0`, `"l";q=4;w=1`},
+		{"zero waits", 0, 0, 0, "1", `"l";r=0;t=1`, `"l";q=4;w=1`},
 		{"one microsecond", time.Microsecond, time.Microsecond, time.Microsecond, "1", `"l";r=0;t=1`, `"l";q=4;w=1`},
 		{"an hour and a nanosecond", time.Hour + 1, time.Hour + 1, time.Hour + 1, "3601", `"l";r=0;t=3601`, `"l";q=4;w=3601`},
 	}
@@ -81,7 +82,7 @@ func TestWriteHeaders_rounding(t *testing.T) {
 			h := http.Header{}
 			WriteHeaders(h, &weirv1.DecideResponse{
 				Matched: true, RetryAfter: dur(tt.retry),
-				Limits: []*weirv1.LimitStatus{{Name: "l", Burst: 4, Window: dur(tt.window), ResetAfter: dur(tt.reset)}},
+				Limits: []*weirv1.LimitStatus{{Name: "l", Burst: 4, Window: dur(tt.window), ResetAfter: dur(tt.reset), RetryAfter: dur(tt.retry)}},
 			})
 			if got := h.Get("Retry-After"); got != tt.wantRetry {
 				t.Errorf("Retry-After = %q, want %q", got, tt.wantRetry)

@@ -123,7 +123,7 @@ func TestMiddleware_denied(t *testing.T) {
 	if got := res.Header.Get("Retry-After"); got != "1" {
 		t.Errorf("Retry-After = %q, want 1", got)
 	}
-	if got, want := res.Header.Get("RateLimit"), `"per-tenant";r=180;t=1, "per-user";r=0;t=2`; got != want {
+	if got, want := res.Header.Get("RateLimit"), `"per-tenant";r=180;t=1, "per-user";r=0;t=1`; got != want {
 		t.Errorf("RateLimit = %q, want %q", got, want)
 	}
 }
