@@ -33,8 +33,8 @@ func TestWriteHeaders_denied(t *testing.T) {
 	want := map[string]string{
 		"RateLimit-Policy": `"per-tenant";q=200;w=1, "per-user";q=20;w=1`,
 		// per-user denies: its t is its retry (200ms -> 1), not its reset.
-		"RateLimit":        `"per-tenant";r=180;t=1, "per-user";r=0;t=1`,
-		"Retry-After":      "1",
+		"RateLimit":   `"per-tenant";r=180;t=1, "per-user";r=0;t=1`,
+		"Retry-After": "1",
 	}
 	for k, v := range want {
 		if got := h.Get(k); got != v {
