@@ -10,16 +10,44 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
 )
 
-// Store decides one composite request atomically. All keys belong to group
-// (they share its hash tag). now is the receiving node's stamp in
-// microseconds; a store with its own time base (Redis TIME) may use that
-// instead. out[i] receives limit i's result.
-type Store interface {
-	Decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error)
+// StoreRequest is one composite decision for the limits of one group.
+type StoreRequest struct {
+	// Group is the hash tag every key shares (the group descriptor's value).
+	Group  string
+	Keys   []string
+	Limits []gcra.Limit
+	Cost   int64
+	// Now is the receiving node's stamp in microseconds. It travels with
+	// forwarded work; a store with its own time base (Redis TIME) may use
+	// that instead.
+	Now int64
+	// Strict asks for the decision to be made by Redis rather than from an
+	// owner's memory (some limit of the composite has consistency: strict).
+	Strict bool
 }
+
+// Store decides one composite request atomically: out[i] receives limit i's
+// result and the aggregate is returned. A store that cannot reach what it
+// depends on returns an error wrapping *UnavailableError, which makes the
+// limiter apply the limits' failure policy.
+type Store interface {
+	Decide(ctx context.Context, req *StoreRequest, out []gcra.Result) (gcra.Result, error)
+}
+
+// UnavailableError says a dependency (Redis, the owner node) could not
+// decide. Reason is a short label for metrics and the response:
+// "redis_unavailable", "owner_unreachable", "state_load_failed", ...
+type UnavailableError struct {
+	Reason string
+	Err    error
+}
+
+func (e *UnavailableError) Error() string { return e.Reason + ": " + e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
 
 // PolicySource yields the policy to decide with; hot-reloading sources swap
 // it atomically. *policy.Watcher satisfies it.
@@ -53,6 +81,7 @@ type Limiter struct {
 	now      func() time.Time
 	metrics  *metrics
 	denied   *deniedLog
+	local    *memstore.Store // state for on_failure: local decisions
 }
 
 // Option customises a Limiter beyond its Config.
@@ -73,7 +102,7 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Limiter{policies: policies, store: store, now: time.Now}
+	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(memstore.DefaultConfig())}
 	for _, o := range opts {
 		o(l)
 	}
@@ -141,7 +170,6 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, r Request, now i
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
 	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {
-		l.metrics.storeErrors.Inc()
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
 	l.record(matches, &d)
@@ -165,7 +193,11 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 	if len(enforced) > 0 {
 		agg, err := l.composite(ctx, ms, enforced, cost, now, d)
 		if err != nil {
-			return err
+			var unavailable *UnavailableError
+			if !errors.As(err, &unavailable) || ctx.Err() != nil {
+				return err
+			}
+			agg = l.fallback(ctx, ms, enforced, cost, now, d, unavailable.Reason)
 		}
 		d.Allowed, d.TooCostly = agg.Allowed, agg.TooCostly
 		d.RetryAfter, d.ResetAfter, d.Remaining = micros(agg.RetryAfter), micros(agg.ResetAfter), agg.Remaining
@@ -179,10 +211,17 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		}
 		return nil
 	}
-	for n := range shadow {
+	for n, i := range shadow {
 		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d)
 		if err != nil {
-			return err
+			var unavailable *UnavailableError
+			if !errors.As(err, &unavailable) || ctx.Err() != nil {
+				return err
+			}
+			// A shadow limit never decides; an unreachable one is
+			// reported as admitting and otherwise left out.
+			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})
+			continue
 		}
 		if len(enforced) == 0 && (n == 0 || agg.Remaining < d.Remaining) {
 			d.Remaining = agg.Remaining
@@ -196,20 +235,32 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 	var kb [8]string
 	var lb [8]gcra.Limit
 	var rb [8]gcra.Result
-	keys, limits, out := kb[:0], lb[:0], rb[:0]
+	req := StoreRequest{Group: ms[idx[0]].GroupValue, Keys: kb[:0], Limits: lb[:0], Cost: cost, Now: now}
+	out := rb[:0]
 	for _, i := range idx {
-		keys = append(keys, ms[i].Key)
-		limits = append(limits, ms[i].Params)
+		req.Keys = append(req.Keys, ms[i].Key)
+		req.Limits = append(req.Limits, ms[i].Params)
+		req.Strict = req.Strict || ms[i].Limit.Consistency == policy.ConsistencyStrict
 		out = append(out, gcra.Result{})
 	}
-	agg, err := l.store.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
+	agg, err := l.store.Decide(ctx, &req, out)
 	if err != nil {
+		l.metrics.storeErrors.Inc()
 		return agg, err
 	}
 	for n, i := range idx {
 		d.Limits[i] = describe(ms[i], out[n])
 	}
 	return agg, nil
+}
+
+// MemoryStore decides in mem: the embedded, single-node store.
+func MemoryStore(mem *memstore.Store) Store { return memoryStore{mem} }
+
+type memoryStore struct{ mem *memstore.Store }
+
+func (s memoryStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	return s.mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
 }
 
 func describe(m policy.Match, r gcra.Result) LimitDecision {

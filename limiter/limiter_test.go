@@ -62,7 +62,7 @@ func newFixture(t *testing.T, yaml string) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{store: memstore.New(memstore.DefaultConfig()), clock: &fakeClock{now: time.UnixMicro(1_700_000_000_000_000)}, reg: prometheus.NewRegistry()}
-	f.lim, err = New(DefaultConfig(), policy.Static(p), f.store, nil, f.reg, WithClock(f.clock.Now))
+	f.lim, err = New(DefaultConfig(), policy.Static(p), MemoryStore(f.store), nil, f.reg, WithClock(f.clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestLimiter_DecideBatch_validatesEverythingFirst(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, string, []string, []gcra.Limit, int64, int64, []gcra.Result) (gcra.Result, error) {
+func (failingStore) Decide(context.Context, *StoreRequest, []gcra.Result) (gcra.Result, error) {
 	return gcra.Result{}, errors.New("redis: connection refused")
 }
 

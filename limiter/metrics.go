@@ -22,6 +22,7 @@ type metrics struct {
 	decisions   *prometheus.CounterVec
 	unmatched   prometheus.Counter
 	storeErrors prometheus.Counter
+	fallbacks   *prometheus.CounterVec
 	latency     prometheus.Histogram
 }
 
@@ -37,8 +38,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_store_errors_total",
-			Help: "Decisions that failed because the state store (Redis) returned an error.",
+			Help: "Store calls (Redis, owner nodes) that failed; each led to a fallback decision or an error.",
 		}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_fallback_decisions_total",
+			Help: "Decisions made by a limit's failure policy because a dependency could not decide, by limit, reason and mode (open, closed, local).",
+		}, []string{"limit", "reason", "mode"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "weir_decision_duration_seconds",
 			Help:    "Time to decide one matched request, store call included.",
@@ -46,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.decisions, m.unmatched, m.storeErrors, m.latency} {
+		for _, c := range []prometheus.Collector{m.decisions, m.unmatched, m.storeErrors, m.fallbacks, m.latency} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

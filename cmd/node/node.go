@@ -32,6 +32,7 @@ type node struct {
 	health   *health.Server
 	watcher  *policy.Watcher // nil with the built-in policy
 	closers  []func() error
+	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
 	failed   chan error
@@ -64,6 +65,8 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
+	n.sweepers = append(n.sweepers, lim.SweepFallback)
+	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}

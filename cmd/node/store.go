@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,9 +24,9 @@ func (n *node) openStore(ctx context.Context, cfg config, reg prometheus.Registe
 			Name: "weir_active_keys",
 			Help: "Keys held in memory (rested keys are freed by the sweeper).",
 		}, func() float64 { return float64(mem.Len()) }))
-		n.goBackground(func() error { return sweep(ctx, mem, cfg.SweepInterval) })
+		n.sweepers = append(n.sweepers, mem.Sweep)
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
-		return mem, nil
+		return limiter.MemoryStore(mem), nil
 	}
 	client := newRedisClient(cfg)
 	n.closers = append(n.closers, client.Close)
@@ -60,7 +61,8 @@ func newRedisClient(cfg config) redis.UniversalClient {
 	})
 }
 
-func sweep(ctx context.Context, mem *memstore.Store, every time.Duration) error {
+// sweep frees rested in-memory keys every interval until ctx ends.
+func sweep(ctx context.Context, every time.Duration, sweepers []func(now int64) int) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -68,7 +70,9 @@ func sweep(ctx context.Context, mem *memstore.Store, every time.Duration) error 
 		case <-ctx.Done():
 			return ctx.Err()
 		case now := <-t.C:
-			mem.Sweep(now.UnixMicro())
+			for _, s := range sweepers {
+				s(now.UnixMicro())
+			}
 		}
 	}
 }
@@ -77,16 +81,16 @@ func sweep(ctx context.Context, mem *memstore.Store, every time.Duration) error 
 // Redis server's clock, so the node's stamp is not sent.
 type redisStore struct{ b *redisbackend.Backend }
 
-func (s redisStore) Decide(ctx context.Context, _ string, keys []string, limits []gcra.Limit, cost, _ int64, out []gcra.Result) (gcra.Result, error) {
-	d, err := s.b.Decide(ctx, keys, limits, cost, 0)
+func (s redisStore) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	d, err := s.b.Decide(ctx, r.Keys, r.Limits, r.Cost, 0)
 	if err != nil {
-		return gcra.Result{}, fmt.Errorf("redis: %w", err)
+		if errors.Is(err, redisbackend.ErrCrossSlot) || ctx.Err() != nil {
+			return gcra.Result{}, fmt.Errorf("redis: %w", err)
+		}
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
 	}
 	copy(out, d.Results)
 	return d.Overall, nil
 }
 
-var (
-	_ limiter.Store = (*memstore.Store)(nil)
-	_ limiter.Store = redisStore{}
-)
+var _ limiter.Store = redisStore{}

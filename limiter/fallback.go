@@ -1,0 +1,93 @@
+package limiter
+
+import (
+	"context"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/policy"
+)
+
+// fallback decides the enforced limits ms[idx...] when the store could not,
+// by their failure policy. The strictest mode among them wins: one closed
+// limit denies the request; otherwise limits with on_failure: local are
+// decided on this node alone at their fallback rate; otherwise the request
+// is admitted. The decision is flagged (d.Fallback) and counted.
+func (l *Limiter) fallback(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, reason string) gcra.Result {
+	mode := policy.FailOpen
+	for _, i := range idx {
+		switch m := ms[i].Limit.OnFailure; {
+		case m == policy.FailClosed:
+			mode = m
+		case m == policy.FailLocal && mode == policy.FailOpen:
+			mode = m
+		}
+	}
+	var agg gcra.Result
+	switch mode {
+	case policy.FailClosed:
+		agg = l.failClosed(ms, idx, cost, d)
+	case policy.FailLocal:
+		agg = l.failLocal(ctx, ms, idx, cost, now, d)
+	default:
+		agg = gcra.Result{Allowed: true}
+		for _, i := range idx {
+			d.Limits[i] = describe(ms[i], agg)
+		}
+	}
+	d.Fallback = &Fallback{Mode: string(mode), Reason: reason}
+	for _, i := range idx {
+		l.metrics.fallbacks.WithLabelValues(ms[i].Limit.Name, reason, string(mode)).Inc()
+	}
+	return agg
+}
+
+// failClosed denies. The state is unknown, so the retry-after is an
+// estimate: the time each closed limit needs to earn the request's cost,
+// the least wait after which it could possibly pass.
+func (l *Limiter) failClosed(ms []policy.Match, idx []int, cost int64, d *Decision) gcra.Result {
+	agg := gcra.Result{}
+	for _, i := range idx {
+		r := gcra.Result{Allowed: true}
+		if ms[i].Limit.OnFailure == policy.FailClosed {
+			p := ms[i].Params
+			r = gcra.Result{RetryAfter: p.Interval * min(cost, p.Burst)}
+			agg.RetryAfter = max(agg.RetryAfter, r.RetryAfter)
+		}
+		d.Limits[i] = describe(ms[i], r)
+	}
+	return agg
+}
+
+// failLocal decides the limits with on_failure: local in this node's own
+// memory at their fallback rate and burst; open limits among them admit.
+func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) gcra.Result {
+	var kb [8]string
+	var lb [8]gcra.Limit
+	var rb [8]gcra.Result
+	keys, limits, out := kb[:0], lb[:0], rb[:0]
+	var local []int
+	for _, i := range idx {
+		if ms[i].Limit.OnFailure == policy.FailLocal {
+			local = append(local, i)
+			keys = append(keys, ms[i].Key)
+			limits = append(limits, ms[i].Limit.Fallback)
+			out = append(out, gcra.Result{})
+		} else {
+			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})
+		}
+	}
+	agg, err := l.local.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
+	if err != nil { // only a cancelled context gets here; deny safely
+		return gcra.Result{RetryAfter: limits[0].Interval}
+	}
+	for n, i := range local {
+		ld := describe(ms[i], out[n])
+		ld.Burst, ld.Window = limits[n].Burst, micros(limits[n].Span())
+		d.Limits[i] = ld
+	}
+	return agg
+}
+
+// SweepFallback frees rested keys of the local fallback state. Call it
+// periodically (the node does, with its own sweeper).
+func (l *Limiter) SweepFallback(now int64) int { return l.local.Sweep(now) }

@@ -1,0 +1,103 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/policy"
+)
+
+const fallbackPolicy = `
+version: fb
+limits:
+  - {name: capacity, match: [tenant, api], rate: 100/s, burst: 10, on_failure: open}
+  - {name: login, match: [tenant, login], rate: 1/s, burst: 5, on_failure: closed}
+  - {name: api, match: [tenant, route], rate: 1000/s, burst: 200, consistency: strict,
+     on_failure: local, fallback_rate: 2/s, fallback_burst: 2}
+`
+
+// downStore is a store whose dependency is gone.
+type downStore struct{ strict []bool }
+
+func (s *downStore) Decide(_ context.Context, r *StoreRequest, _ []gcra.Result) (gcra.Result, error) {
+	s.strict = append(s.strict, r.Strict)
+	return gcra.Result{}, &UnavailableError{Reason: "redis_unavailable", Err: errors.New("dial tcp: connection refused")}
+}
+
+func newDownLimiter(t *testing.T) (*Limiter, *downStore) {
+	t.Helper()
+	p, err := policy.Parse("fb.yaml", []byte(fallbackPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &downStore{}
+	clock := &fakeClock{now: time.UnixMicro(1_700_000_000_000_000)}
+	lim, err := New(DefaultConfig(), policy.Static(p), s, nil, prometheus.NewRegistry(), WithClock(clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim, s
+}
+
+func TestLimiter_Decide_failOpenAllowsAndFlags(t *testing.T) {
+	lim, _ := newDownLimiter(t)
+	d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "api", "x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed || d.Fallback == nil || d.Fallback.Mode != "open" || d.Fallback.Reason != "redis_unavailable" {
+		t.Fatalf("%+v", d)
+	}
+	if got := testutil.ToFloat64(lim.metrics.fallbacks.WithLabelValues("capacity", "redis_unavailable", "open")); got != 1 {
+		t.Fatalf("fallback counter %v", got)
+	}
+}
+
+func TestLimiter_Decide_failClosedDeniesWithEstimate(t *testing.T) {
+	lim, _ := newDownLimiter(t)
+	d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "login", "u"), Cost: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Allowed || d.Fallback == nil || d.Fallback.Mode != "closed" || d.RetryAfter != 2*time.Second {
+		t.Fatalf("%+v", d)
+	}
+}
+
+func TestLimiter_Decide_failLocalAdmitsAtFallbackRate(t *testing.T) {
+	lim, s := newDownLimiter(t)
+	var admitted int
+	for range 5 {
+		d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "route", "/r")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Fallback == nil || d.Fallback.Mode != "local" {
+			t.Fatalf("%+v", d)
+		}
+		if d.Allowed {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Fatalf("admitted %d at one instant, want the fallback burst 2", admitted)
+	}
+	if len(s.strict) == 0 || !s.strict[0] {
+		t.Fatal("strict limit was not sent as a strict store request")
+	}
+}
+
+func TestLimiter_Decide_cancelledCallerGetsErrorNotFallback(t *testing.T) {
+	lim, _ := newDownLimiter(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := lim.Decide(ctx, Request{Descriptors: desc("tenant", "a", "api", "x")}); err == nil {
+		t.Fatal("a caller that gave up got a fallback decision")
+	}
+}
