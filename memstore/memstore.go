@@ -104,15 +104,44 @@ func (s *Store) Get(group, key string) int64 {
 	return sh.tats[key]
 }
 
+// Has reports whether key in group is held (possibly rested).
+func (s *Store) Has(group, key string) bool {
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, ok := sh.tats[key]
+	return ok
+}
+
 // Put stores tat for key in group, keeping the later of tat and what is
 // already there, so loading persisted state never makes a key more lenient.
+// A key that was missing is held afterwards even when tat is 0.
 func (s *Store) Put(group, key string, tat int64) {
 	sh := s.shardFor(group)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if tat > sh.tats[key] {
+	if old, ok := sh.tats[key]; !ok || tat > old {
 		sh.tats[key] = tat
 	}
+}
+
+// DeleteFunc deletes every key for which drop returns true (an owner
+// handing groups off) and returns how many it removed. It locks one shard
+// at a time; drop must not call back into the store.
+func (s *Store) DeleteFunc(drop func(key string) bool) int {
+	removed := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		for k := range sh.tats {
+			if drop(k) {
+				delete(sh.tats, k)
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return removed
 }
 
 // Sweep deletes every key whose TAT is at or before now (a rested key and a

@@ -161,3 +161,21 @@ func BenchmarkStore_Decide(b *testing.B) {
 		}
 	})
 }
+
+func TestStore_HasPutDeleteFunc(t *testing.T) {
+	s := New(Config{Shards: 2})
+	if s.Has("g", "a") {
+		t.Fatal("empty store has a key")
+	}
+	s.Put("g", "a", 0) // loaded as missing from Redis: now known, rested
+	s.Put("h", "b", 7)
+	if !s.Has("g", "a") || !s.Has("h", "b") {
+		t.Fatal("Put did not hold the keys")
+	}
+	if n := s.DeleteFunc(func(k string) bool { return k == "a" }); n != 1 {
+		t.Fatalf("deleted %d, want 1", n)
+	}
+	if s.Has("g", "a") || s.Get("h", "b") != 7 {
+		t.Fatal("DeleteFunc removed the wrong keys")
+	}
+}
