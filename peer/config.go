@@ -1,0 +1,86 @@
+package peer
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults used by DefaultClientConfig and for zero fields of a ClientConfig.
+const (
+	// DefaultMaxBatch is the most items sent in one RPC.
+	DefaultMaxBatch = 128
+	// DefaultTimeout bounds one forward on top of the caller's context.
+	DefaultTimeout = 20 * time.Millisecond
+	// DefaultMaxInFlight is the number of concurrent RPCs per peer; see the
+	// package documentation for how it was chosen.
+	DefaultMaxInFlight = 1
+)
+
+// ClientConfig describes a Client. Zero numeric fields mean their defaults.
+type ClientConfig struct {
+	// MaxBatch is the most items coalesced into one RPC, at most MaxItems.
+	// Bigger batches save RPCs under load; each item still waits only for
+	// its own batch.
+	MaxBatch int
+
+	// Window is how long an item may wait for others to fill its batch. 0
+	// (the default) never waits: a batch leaves as soon as an RPC slot to
+	// its peer is free (see MaxInFlight), so items only accumulate while the
+	// peer is busy. A positive window trades up to Window of latency per
+	// forward for fuller batches.
+	Window time.Duration
+
+	// MaxInFlight is the most RPCs in flight to one peer at once. Items that
+	// arrive while all slots are busy wait and leave together when one
+	// frees. 1 gives the biggest batches; a few overlap round trips.
+	MaxInFlight int
+
+	// Timeout is the ceiling on one forward, applied inside the caller's
+	// context: the earlier deadline wins. Forwarding sits in the request
+	// path, so keep it a small multiple of a round trip within the cluster.
+	Timeout time.Duration
+
+	// LocalName is this node's name, sent with every request so the owner
+	// knows who forwarded.
+	LocalName string
+}
+
+// DefaultClientConfig returns the defaults: MaxBatch DefaultMaxBatch, Window
+// 0, MaxInFlight DefaultMaxInFlight, Timeout DefaultTimeout. The caller sets
+// LocalName.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{
+		MaxBatch:    DefaultMaxBatch,
+		MaxInFlight: DefaultMaxInFlight,
+		Timeout:     DefaultTimeout,
+	}
+}
+
+// Validate reports the first problem with c, or nil. It changes nothing.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.MaxBatch < 0 || c.MaxBatch > MaxItems:
+		return fmt.Errorf("peer: config: max batch %d outside [0, %d]", c.MaxBatch, MaxItems)
+	case c.Window < 0:
+		return fmt.Errorf("peer: config: negative window %v", c.Window)
+	case c.MaxInFlight < 0:
+		return fmt.Errorf("peer: config: negative max in flight %d", c.MaxInFlight)
+	case c.Timeout < 0:
+		return fmt.Errorf("peer: config: negative timeout %v", c.Timeout)
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with zero fields replaced by defaults.
+func (c ClientConfig) withDefaults() ClientConfig {
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultMaxBatch
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return c
+}

@@ -1,0 +1,78 @@
+package peer
+
+import (
+	"context"
+	"errors"
+
+	"github.com/weirhq/weir/gcra"
+)
+
+// Errors returned by Client.Decide. Errors from the transport (gRPC status
+// errors) are returned wrapped and are not listed here.
+var (
+	// ErrClosed is returned by calls made after Client.Close and by calls
+	// still pending when it ran.
+	ErrClosed = errors.New("peer: client closed")
+	// ErrForgotten is returned by calls still pending for a peer when
+	// Client.Forget removed it.
+	ErrForgotten = errors.New("peer: peer forgotten")
+	// ErrTimeout is returned when ClientConfig.Timeout passed before the
+	// owner answered while the caller's own context was still live. It wraps
+	// context.DeadlineExceeded as well.
+	ErrTimeout = errors.New("peer: forward timed out")
+	// ErrRemote wraps the error text an owner returned for one item, in
+	// Result.Err.
+	ErrRemote = errors.New("peer: owner error")
+)
+
+// Item is one already-resolved composite decision forwarded to the owner of
+// its group. Keys and Limits pair up by index.
+type Item struct {
+	// Group is the rate-limit group (hash tag) that names the owner.
+	Group string
+	// Keys are the storage keys, one per limit.
+	Keys []string
+	// Limits are the GCRA parameters, one per key.
+	Limits []gcra.Limit
+	// Cost is the number of units the request costs.
+	Cost int64
+	// Now is the time in microseconds the receiving node stamped on the
+	// request; the owner decides at this time.
+	Now int64
+	// Strict asks the owner to decide through Redis rather than in memory.
+	Strict bool
+}
+
+// Result is the owner's answer for one Item. Exactly one of three shapes:
+// a decision (Overall and Results, one per limit), NotOwner set (nothing was
+// decided), or Err set (nothing was committed).
+type Result struct {
+	// Overall is the aggregate decision over all limits.
+	Overall gcra.Result
+	// Results holds one result per limit, in the item's order.
+	Results []gcra.Result
+	// NotOwner, when set, is the node the receiver believes owns the group.
+	NotOwner string
+	// Err is the owner's error for this item. On the client side it wraps
+	// ErrRemote and carries the owner's message.
+	Err error
+}
+
+// Handler decides forwarded items on the owner side. HandleDecide must
+// return exactly one Result per item, in order: a decision for the groups
+// this node owns, Result.NotOwner for the others. from is the sending
+// node's name as it reported it. It is called concurrently.
+type Handler interface {
+	HandleDecide(ctx context.Context, from string, items []Item) []Result
+}
+
+// Forwarder sends one item to the node at addr and returns its answer. The
+// error is non-nil only when no answer arrived (transport failure, timeout,
+// closed); an answer that is an owner error or a not-owner reply comes back
+// in Result with a nil error. Client and peertest's in-memory network
+// implement it; consumers should depend on this interface.
+type Forwarder interface {
+	Decide(ctx context.Context, addr string, it Item) (Result, error)
+}
+
+var _ Forwarder = (*Client)(nil)

@@ -1,0 +1,212 @@
+package peertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/peer"
+)
+
+// Errors returned by a Forwarder of the Network.
+var (
+	// ErrUnknownNode is returned for a call to a name with no Handler
+	// registered, like a connection refused.
+	ErrUnknownNode = errors.New("peertest: unknown node")
+	// ErrDropped is returned at once for a call over a dropped link.
+	ErrDropped = errors.New("peertest: link dropped")
+)
+
+// fault is the state of one direction of a link.
+type fault int
+
+const (
+	healthy   fault = iota
+	dropped         // fail at once
+	blackhole       // hang until the caller's context ends
+)
+
+type link struct{ from, to string }
+
+// Network connects named nodes in process. Its zero value is not usable;
+// call NewNetwork. It is safe for concurrent use, and faults may change
+// while calls are in flight (a call sees the state when it crosses a link).
+//
+// A call from node a to node b crosses the link a->b with the request and
+// b->a with the answer. A fault on a->b fails the call before b sees it; a
+// fault on b->a fails it after b decided, the answer lost, as with a real
+// network.
+type Network struct {
+	mu       sync.Mutex
+	handlers map[string]peer.Handler
+	faults   map[link]fault
+	delays   map[link]time.Duration
+	sent     map[link]int
+}
+
+// NewNetwork returns a Network with no nodes and no faults.
+func NewNetwork() *Network {
+	return &Network{
+		handlers: make(map[string]peer.Handler),
+		faults:   make(map[link]fault),
+		delays:   make(map[link]time.Duration),
+		sent:     make(map[link]int),
+	}
+}
+
+// Register makes h answer calls addressed to name, replacing any earlier
+// Handler for it.
+func (n *Network) Register(name string, h peer.Handler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.handlers[name] = h
+}
+
+// Unregister removes name: later calls to it fail with ErrUnknownNode.
+func (n *Network) Unregister(name string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.handlers, name)
+}
+
+// Drop makes calls over from->to fail at once with ErrDropped, like a
+// refused connection. One direction only.
+func (n *Network) Drop(from, to string) { n.setFault(from, to, dropped) }
+
+// Blackhole makes calls over from->to hang until the caller's context ends,
+// like a partition or a frozen peer. One direction only.
+func (n *Network) Blackhole(from, to string) { n.setFault(from, to, blackhole) }
+
+// Partition blackholes every link between a node of a and a node of b, both
+// ways. Links within a and within b are untouched.
+func (n *Network) Partition(a, b []string) {
+	for _, x := range a {
+		for _, y := range b {
+			n.Blackhole(x, y)
+			n.Blackhole(y, x)
+		}
+	}
+}
+
+// Delay delays every request over from->to by d, honouring the caller's
+// context. Keep d tiny in tests. 0 removes the delay.
+func (n *Network) Delay(from, to string, d time.Duration) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.delays[link{from, to}] = d
+}
+
+// Heal removes any drop, blackhole or delay on from->to.
+func (n *Network) Heal(from, to string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.faults, link{from, to})
+	delete(n.delays, link{from, to})
+}
+
+// HealAll removes every drop, blackhole and delay.
+func (n *Network) HealAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.faults)
+	clear(n.delays)
+}
+
+// Sent reports how many requests crossed from->to and reached the handler.
+func (n *Network) Sent(from, to string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.sent[link{from, to}]
+}
+
+func (n *Network) setFault(from, to string, f fault) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.faults[link{from, to}] = f
+}
+
+// Forwarder returns the peer.Forwarder of node from; its addresses are node
+// names.
+func (n *Network) Forwarder(from string) peer.Forwarder {
+	return forwarder{n: n, from: from}
+}
+
+type forwarder struct {
+	n    *Network
+	from string
+}
+
+var _ peer.Forwarder = forwarder{}
+
+// Decide carries it to the node named addr, one item per call (there is no
+// batching in memory). The item and the result are copied, as if
+// serialized, so neither side can alias the other's slices.
+func (f forwarder) Decide(ctx context.Context, addr string, it peer.Item) (peer.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return peer.Result{}, err
+	}
+	if err := f.n.cross(ctx, f.from, addr); err != nil {
+		return peer.Result{}, err
+	}
+	h, ok := f.n.handler(addr)
+	if !ok {
+		return peer.Result{}, fmt.Errorf("%w: %q", ErrUnknownNode, addr)
+	}
+	f.n.count(f.from, addr)
+	rs := h.HandleDecide(ctx, f.from, []peer.Item{cloneItem(it)})
+	if len(rs) != 1 {
+		return peer.Result{}, fmt.Errorf("peertest: %s returned %d results for 1 item", addr, len(rs))
+	}
+	if err := f.n.cross(ctx, addr, f.from); err != nil {
+		return peer.Result{}, err
+	}
+	r := rs[0]
+	r.Results = slices.Clone(r.Results)
+	return r, nil
+}
+
+// cross applies the delay and fault of from->to.
+func (n *Network) cross(ctx context.Context, from, to string) error {
+	n.mu.Lock()
+	f, d := n.faults[link{from, to}], n.delays[link{from, to}]
+	n.mu.Unlock()
+	switch f {
+	case dropped:
+		return fmt.Errorf("%w: %s->%s", ErrDropped, from, to)
+	case blackhole:
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (n *Network) handler(name string) (peer.Handler, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h, ok := n.handlers[name]
+	return h, ok
+}
+
+func (n *Network) count(from, to string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.sent[link{from, to}]++
+}
+
+func cloneItem(it peer.Item) peer.Item {
+	it.Keys = slices.Clone(it.Keys)
+	it.Limits = slices.Clone(it.Limits)
+	return it
+}

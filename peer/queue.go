@@ -1,0 +1,233 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+)
+
+// peerQueue batches the items bound for one peer.
+//
+// Concurrency: a mutex guards the queue; there is no goroutine per peer.
+// Whoever makes a batch ready (an enqueue, the window timer, or a sender
+// whose RPC returned) takes it under the lock, counting one RPC slot. A new
+// slot starts a sender goroutine; a sender that finishes an RPC takes the
+// next ready batch itself and ends when none is ready, releasing its slot.
+// So at most MaxInFlight RPCs run per peer, and items queue only while all
+// slots are busy (or the window is open).
+//
+// Every call enqueued gets exactly one answer on its buffered done channel;
+// its caller may have stopped listening, which the buffer makes harmless.
+type peerQueue struct {
+	addr        string
+	conn        *grpc.ClientConn
+	rpc         peerv1.PeerClient
+	from        string
+	maxBatch    int
+	maxInFlight int
+	window      time.Duration
+	metrics     *metrics
+	wg          *sync.WaitGroup // the Client's
+
+	// life is cancelled by close; it ends in-flight RPCs.
+	life   context.Context
+	cancel context.CancelFunc
+
+	mu struct {
+		sync.Mutex
+		queue    []*call
+		inflight int
+		expired  bool        // the window of the oldest queued call passed
+		timer    *time.Timer // running while the window is open
+		closeErr error       // set once by close
+	}
+}
+
+type call struct {
+	ctx  context.Context // the caller's, with the client Timeout applied
+	item *peerv1.Item
+	done chan answer // buffered 1
+}
+
+type answer struct {
+	result Result
+	err    error
+}
+
+func newPeerQueue(addr string, conn *grpc.ClientConn, rpc peerv1.PeerClient, c *Client) *peerQueue {
+	p := &peerQueue{
+		addr: addr, conn: conn, rpc: rpc, from: c.cfg.LocalName,
+		maxBatch: c.cfg.MaxBatch, maxInFlight: c.cfg.MaxInFlight, window: c.cfg.Window,
+		metrics: c.metrics, wg: &c.wg,
+	}
+	p.life, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// enqueue queues cl and starts a sender if a batch is ready and a slot free.
+func (p *peerQueue) enqueue(cl *call) {
+	p.mu.Lock()
+	if err := p.mu.closeErr; err != nil {
+		p.mu.Unlock()
+		cl.done <- answer{err: err}
+		return
+	}
+	p.mu.queue = append(p.mu.queue, cl)
+	if p.window > 0 && p.mu.timer == nil {
+		p.mu.timer = time.AfterFunc(p.window, p.windowPassed)
+	}
+	batch := p.takeLocked()
+	p.mu.Unlock()
+	if batch != nil {
+		go p.run(batch)
+	}
+}
+
+func (p *peerQueue) windowPassed() {
+	p.mu.Lock()
+	p.mu.timer = nil
+	p.mu.expired = true
+	batch := p.takeLocked()
+	p.mu.Unlock()
+	if batch != nil {
+		go p.run(batch)
+	}
+}
+
+// takeLocked returns the next batch to send and takes an RPC slot for it,
+// or nil when no batch is ready or no slot is free. Calls whose callers gave
+// up are answered and dropped here, unsent: they never spend quota.
+func (p *peerQueue) takeLocked() []*call {
+	if p.mu.closeErr != nil || p.mu.inflight >= p.maxInFlight {
+		return nil
+	}
+	live := p.mu.queue[:0]
+	for _, cl := range p.mu.queue {
+		if err := cl.ctx.Err(); err != nil {
+			cl.done <- answer{err: err}
+			continue
+		}
+		live = append(live, cl)
+	}
+	clear(p.mu.queue[len(live):])
+	p.mu.queue = live
+	n := min(len(live), p.maxBatch)
+	if n == 0 || (p.window > 0 && !p.mu.expired && n < p.maxBatch) {
+		return nil
+	}
+	batch := make([]*call, n)
+	copy(batch, live)
+	p.mu.queue = append(live[:0], live[n:]...)
+	clear(live[len(p.mu.queue):])
+	if len(p.mu.queue) == 0 {
+		p.stopWindowLocked()
+	}
+	p.mu.inflight++
+	p.wg.Add(1) // before close can mark the queue closed, so before Wait
+	return batch
+}
+
+func (p *peerQueue) stopWindowLocked() {
+	if p.mu.timer != nil {
+		p.mu.timer.Stop()
+		p.mu.timer = nil
+	}
+	p.mu.expired = false
+}
+
+// run sends batch, then keeps sending ready batches on the same slot.
+func (p *peerQueue) run(batch []*call) {
+	defer p.wg.Done()
+	for {
+		p.send(batch)
+		p.mu.Lock()
+		p.mu.inflight--
+		next := p.takeLocked()
+		p.mu.Unlock()
+		if next == nil {
+			return
+		}
+		p.wg.Done() // takeLocked counted a new sender; this one carries on
+		batch = next
+	}
+}
+
+// send makes one RPC for batch and answers every call in it. The RPC may run
+// until the latest of the callers' deadlines, so none is cut short.
+func (p *peerQueue) send(batch []*call) {
+	ctx, cancel := latestDeadline(p.life, batch)
+	defer cancel()
+	req := &peerv1.DecideRequest{FromNode: p.from, Items: make([]*peerv1.Item, len(batch))}
+	for i, cl := range batch {
+		req.Items[i] = cl.item
+	}
+	p.metrics.batchSize.Observe(float64(len(batch)))
+	resp, err := p.rpc.Decide(ctx, req)
+	if err == nil && len(resp.GetResults()) != len(batch) {
+		err = fmt.Errorf("peer: %s answered %d results for %d items", p.addr, len(resp.GetResults()), len(batch))
+	}
+	if err != nil {
+		p.metrics.rpcErrors.Inc()
+		err = p.rpcError(err)
+		for _, cl := range batch {
+			cl.done <- answer{err: err}
+		}
+		return
+	}
+	for i, cl := range batch {
+		cl.done <- answer{result: resultFromProto(resp.GetResults()[i])}
+	}
+}
+
+// rpcError explains a failed RPC: the close reason when the queue was
+// closed under it, ErrTimeout for a deadline, else the wrapped error.
+func (p *peerQueue) rpcError(err error) error {
+	if p.life.Err() != nil {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.mu.closeErr
+	}
+	if status.Code(err) == codes.DeadlineExceeded {
+		return fmt.Errorf("%w: %s: %w", ErrTimeout, p.addr, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("peer: forward to %s: %w", p.addr, err)
+}
+
+// close fails queued calls with err, cancels in-flight RPCs and closes the
+// connection. Only the first call acts.
+func (p *peerQueue) close(err error) error {
+	p.mu.Lock()
+	if p.mu.closeErr != nil {
+		p.mu.Unlock()
+		return nil
+	}
+	p.mu.closeErr = err
+	queue := p.mu.queue
+	p.mu.queue = nil
+	p.stopWindowLocked()
+	p.mu.Unlock()
+	p.cancel()
+	for _, cl := range queue {
+		cl.done <- answer{err: err}
+	}
+	return p.conn.Close()
+}
+
+// latestDeadline derives from parent a context ending at the latest of the
+// calls' deadlines. Every call has one: Decide applies the Timeout.
+func latestDeadline(parent context.Context, calls []*call) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, cl := range calls {
+		if d, ok := cl.ctx.Deadline(); ok && d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(parent, latest)
+}

@@ -1,0 +1,51 @@
+package peer
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+)
+
+// MaxItems is the most items one DecideRequest may carry; a larger request
+// is refused whole with INVALID_ARGUMENT. ClientConfig.MaxBatch cannot
+// exceed it.
+const MaxItems = 1024
+
+// Register registers the weir.peer.v1.Peer service on s, answering with h.
+// Call it before s.Serve.
+func Register(s *grpc.Server, h Handler) {
+	peerv1.RegisterPeerServer(s, &server{h: h})
+}
+
+type server struct {
+	peerv1.UnimplementedPeerServer
+	h Handler
+}
+
+// Decide converts the request, lets the Handler decide and converts back. A
+// Handler that breaks its contract (wrong number of results) is an INTERNAL
+// error rather than a misaligned answer.
+func (s *server) Decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1.DecideResponse, error) {
+	n := len(req.GetItems())
+	if n > MaxItems {
+		return nil, status.Errorf(codes.InvalidArgument, "peer: %d items exceed the limit of %d", n, MaxItems)
+	}
+	items := make([]Item, n)
+	for i, p := range req.GetItems() {
+		items[i] = itemFromProto(p)
+	}
+	results := s.h.HandleDecide(ctx, req.GetFromNode(), items)
+	if len(results) != n {
+		return nil, status.Error(codes.Internal, fmt.Sprintf("peer: handler returned %d results for %d items", len(results), n))
+	}
+	resp := &peerv1.DecideResponse{Results: make([]*peerv1.ItemResult, n)}
+	for i, r := range results {
+		resp.Results[i] = resultToProto(r)
+	}
+	return resp, nil
+}
