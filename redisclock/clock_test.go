@@ -1,0 +1,397 @@
+package redisclock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/weirhq/weir/redisclock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeClock is a local clock that moves only when told to.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock(us int64) *fakeClock { return &fakeClock{t: time.UnixMicro(us)} }
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t
+}
+
+func (f *fakeClock) Set(us int64) {
+	f.mu.Lock()
+	f.t = time.UnixMicro(us)
+	f.mu.Unlock()
+}
+
+// step is one scripted TIME answer: the local clock reads t1 when it
+// returns, and it returns redis or err.
+type step struct {
+	t1    int64
+	redis int64
+	err   error
+}
+
+// fakeSource answers TIME from a script, moving the fake clock to each
+// step's t1 as if the command took that long. Past the script it fails.
+type fakeSource struct {
+	clock *fakeClock
+	mu    sync.Mutex
+	steps []step
+	calls int
+}
+
+func (s *fakeSource) Time(ctx context.Context) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.calls >= len(s.steps) {
+		s.calls++
+		return 0, errors.New("fake: script exhausted")
+	}
+	st := s.steps[s.calls]
+	s.calls++
+	s.clock.Set(st.t1)
+	return st.redis, st.err
+}
+
+func (s *fakeSource) push(steps ...step) {
+	s.mu.Lock()
+	s.steps = append(s.steps, steps...)
+	s.mu.Unlock()
+}
+
+func cfgSamples(n int) redisclock.Config {
+	cfg := redisclock.DefaultConfig()
+	cfg.Samples = n
+	return cfg
+}
+
+func TestClock_Sync_offsetFromOneSample(t *testing.T) {
+	tests := []struct {
+		name           string
+		t0, redis, t1  int64
+		wantOffset     int64
+		wantRTTSeconds float64
+	}{
+		{"zero rtt", 1_000, 5_000, 1_000, 4_000, 0},
+		{"redis ahead", 1_000_000, 1_000_550, 1_000_100, 500, 100e-6},
+		{"redis behind", 10_000_000, 7_000_000, 10_000_200, -3_000_100, 200e-6},
+		{"odd rtt truncates the midpoint", 1_000, 1_000, 1_101, -50, 101e-6},
+		{"equal clocks", 1_767_225_600_000_000, 1_767_225_600_000_250, 1_767_225_600_000_500, 0, 500e-6},
+		{"one microsecond apart", 1_767_225_600_000_000, 1_767_225_600_000_001, 1_767_225_600_000_000, 1, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock(tc.t0)
+			src := &fakeSource{clock: clk, steps: []step{{t1: tc.t1, redis: tc.redis}}}
+			reg := prometheus.NewRegistry()
+			c := redisclock.New(cfgSamples(1), src, clk.Now, nil, reg)
+			if c.Synced() {
+				t.Fatal("synced before Sync")
+			}
+			if err := c.Sync(t.Context()); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			if got := c.Offset(); got != time.Duration(tc.wantOffset)*time.Microsecond {
+				t.Errorf("offset = %s, want %dus", got, tc.wantOffset)
+			}
+			if got, want := c.Now(), tc.t1+tc.wantOffset; got != want {
+				t.Errorf("Now = %d, want %d", got, want)
+			}
+			if !c.Synced() {
+				t.Error("not synced after a good Sync")
+			}
+			if got := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_rtt_seconds")); got != tc.wantRTTSeconds {
+				t.Errorf("rtt gauge = %g, want %g", got, tc.wantRTTSeconds)
+			}
+			if got, want := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_offset_seconds")), float64(tc.wantOffset)/1e6; got != want {
+				t.Errorf("offset gauge = %g, want %g", got, want)
+			}
+		})
+	}
+}
+
+// gauge finds a registered metric by name and returns it as a collector
+// for testutil.
+func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			v := mf.GetMetric()[0]
+			var x float64
+			switch {
+			case v.GetGauge() != nil:
+				x = v.GetGauge().GetValue()
+			case v.GetCounter() != nil:
+				x = v.GetCounter().GetValue()
+			}
+			g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "copy"})
+			g.Set(x)
+			return g
+		}
+	}
+	t.Fatalf("metric %s not registered", name)
+	return nil
+}
+
+func TestClock_Sync_choosesLowestRTT(t *testing.T) {
+	clk := newFakeClock(1_000)
+	// Back-to-back samples: each starts where the previous ended.
+	src := &fakeSource{clock: clk, steps: []step{
+		{t1: 1_300, redis: 9_999},           // rtt 300, offset 9_999-1_150 = 8_849
+		{t1: 1_350, redis: 1_325 + 7_000},   // rtt 50, offset 7_000
+		{t1: 1_550, redis: 1_450 + 123_456}, // rtt 200, offset 123_456
+	}}
+	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := c.Offset(); got != 7_000*time.Microsecond {
+		t.Errorf("offset = %s, want 7ms from the 50us sample", got)
+	}
+	if src.calls != 3 {
+		t.Errorf("%d TIME calls, want 3", src.calls)
+	}
+}
+
+func TestClock_Sync_failedSamplesSkipped(t *testing.T) {
+	clk := newFakeClock(1_000)
+	boom := errors.New("boom")
+	src := &fakeSource{clock: clk, steps: []step{
+		{t1: 1_010, err: boom}, // fast but failed: must not count
+		{t1: 1_210, redis: 1_110 + 42},
+		{t1: 1_220, err: boom},
+	}}
+	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := c.Offset(); got != 42*time.Microsecond {
+		t.Errorf("offset = %s, want 42us", got)
+	}
+}
+
+func TestClock_Sync_errorKeepsOffset(t *testing.T) {
+	clk := newFakeClock(1_000)
+	boom := errors.New("redis down")
+	src := &fakeSource{clock: clk, steps: []step{{t1: 1_000, redis: 6_000}, {t1: 1_000, err: boom}}}
+	reg := prometheus.NewRegistry()
+	c := redisclock.New(cfgSamples(2), src, clk.Now, nil, reg)
+	if err := c.Sync(t.Context()); err != nil { // one of two samples failed: still a sync
+		t.Fatalf("sync: %v", err)
+	}
+	src.push(step{t1: 2_000, err: boom}, step{t1: 3_000, err: boom})
+	err := c.Sync(t.Context())
+	if !errors.Is(err, boom) {
+		t.Fatalf("sync error = %v, want it to wrap %v", err, boom)
+	}
+	if got := c.Offset(); got != 5*time.Millisecond {
+		t.Errorf("offset after failure = %s, want the old 5ms", got)
+	}
+	if !c.Synced() {
+		t.Error("a failure must not unset Synced")
+	}
+	if got := c.Now(); got != 3_000+5_000 {
+		t.Errorf("Now = %d, want local 3000 + old offset 5000", got)
+	}
+	if got := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_sync_errors_total")); got != 1 {
+		t.Errorf("sync errors = %g, want 1", got)
+	}
+}
+
+func TestClock_Sync_neverSyncedFails(t *testing.T) {
+	clk := newFakeClock(1_000)
+	src := &fakeSource{clock: clk} // every call fails
+	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err == nil {
+		t.Fatal("sync succeeded with no good sample")
+	}
+	if c.Synced() || c.Offset() != 0 {
+		t.Errorf("synced=%v offset=%s, want false and 0", c.Synced(), c.Offset())
+	}
+	if got := c.Now(); got != 1_000 {
+		t.Errorf("Now before any sync = %d, want the local 1000", got)
+	}
+}
+
+func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
+	clk := newFakeClock(1_000_000)
+	src := &fakeSource{clock: clk, steps: []step{
+		{t1: 1_000_000, redis: 1_010_000}, // offset +10ms
+		{t1: 1_002_000, redis: 1_001_500}, // offset 0 (t0 1_001_000): 10ms less than before
+	}}
+	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Set(1_001_000)
+	high := c.Now()
+	if high != 1_011_000 {
+		t.Fatalf("Now = %d, want 1011000", high)
+	}
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c.Offset() != 0 {
+		t.Fatalf("offset = %s, want 0", c.Offset())
+	}
+	for _, local := range []int64{1_002_000, 1_010_999, 1_011_000} {
+		clk.Set(local)
+		if got := c.Now(); got != high {
+			t.Errorf("local %d: Now = %d, want it held at %d", local, got, high)
+		}
+	}
+	clk.Set(1_011_001)
+	if got := c.Now(); got != 1_011_001 {
+		t.Errorf("Now = %d, want 1011001 once time caught up", got)
+	}
+}
+
+func TestClock_Now_localClockBackwardsHeld(t *testing.T) {
+	clk := newFakeClock(5_000)
+	src := &fakeSource{clock: clk, steps: []step{{t1: 5_000, redis: 5_000}}}
+	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Now(); got != 5_000 {
+		t.Fatalf("Now = %d", got)
+	}
+	clk.Set(4_999)
+	if got := c.Now(); got != 5_000 {
+		t.Errorf("Now after the local clock went back 1us = %d, want 5000", got)
+	}
+}
+
+func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
+	clk := newFakeClock(1_000_000)
+	src := &fakeSource{clock: clk}
+	for i := range int64(200) {
+		// Offsets alternate between +1ms and -1ms while time advances 10us.
+		off := int64(1_000)
+		if i%2 == 1 {
+			off = -1_000
+		}
+		t1 := 1_000_000 + 10*i
+		src.push(step{t1: t1, redis: t1 + off})
+	}
+	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	if err := c.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Go(func() {
+			prev := c.Now()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := c.Now()
+				if n < prev {
+					select {
+					case errs <- "Now went backwards":
+					default:
+					}
+					return
+				}
+				prev = n
+			}
+		})
+	}
+	for range 199 {
+		_ = c.Sync(t.Context())
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func TestClock_Run_resamplesUntilCancelled(t *testing.T) {
+	clk := newFakeClock(1_000)
+	src := &fakeSource{clock: clk}
+	for range 1000 {
+		src.push(step{t1: 1_000, redis: 3_000})
+	}
+	cfg := redisclock.DefaultConfig()
+	cfg.Interval = time.Millisecond
+	cfg.Samples = 1
+	c := redisclock.New(cfg, src, clk.Now, nil, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	waitFor(t, func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.calls >= 3
+	})
+	if !c.Synced() || c.Offset() != 2*time.Millisecond {
+		t.Errorf("synced=%v offset=%s, want true and 2ms", c.Synced(), c.Offset())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+// waitFor polls cond until it holds or 10s pass.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		<-time.After(time.Millisecond)
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	if err := redisclock.DefaultConfig().Validate(); err != nil {
+		t.Fatalf("default config: %v", err)
+	}
+	for name, mut := range map[string]func(*redisclock.Config){
+		"zero interval": func(c *redisclock.Config) { c.Interval = 0 },
+		"zero timeout":  func(c *redisclock.Config) { c.Timeout = 0 },
+		"zero samples":  func(c *redisclock.Config) { c.Samples = 0 },
+	} {
+		cfg := redisclock.DefaultConfig()
+		mut(&cfg)
+		if cfg.Validate() == nil {
+			t.Errorf("%s: Validate accepted %+v", name, cfg)
+		}
+	}
+}
+
+func TestNew_panicsOnInvalidConfig(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("New accepted an invalid config")
+		}
+	}()
+	clk := newFakeClock(1)
+	redisclock.New(redisclock.Config{}, &fakeSource{clock: clk}, clk.Now, nil, nil)
+}

@@ -1,0 +1,35 @@
+// Package redisclock gives every node of a weir cluster one time base for
+// TATs: the Redis server's clock. A [Clock] measures the offset between the
+// node's clock and Redis TIME and adds it to the local clock, so that clock
+// differences between nodes cannot credit a key with time it never rested
+// when its group moves to another owner.
+//
+// Each resample ([Clock.Sync]) sends a few TIME commands and keeps the one
+// with the lowest round trip rtt: sent at local time t0 and answered with
+// server time r, it sets offset = r - (t0 + rtt/2), accurate to within
+// rtt/2. [Clock.Now] is then an atomic load and an atomic max, with no lock
+// and no I/O. From the first successful Sync on, Now never goes backwards,
+// even when a resync lowers the offset: it stands still until time catches
+// up, which only makes decisions stricter. While Redis is unreachable the
+// last good offset stays in use.
+//
+// Usage:
+//
+//	be, _ := redisbackend.New(rdb, redisbackend.DefaultConfig())
+//	clk := redisclock.New(redisclock.DefaultConfig(), be, time.Now, logger, reg)
+//	if err := clk.Sync(ctx); err != nil { ... } // before owning any group
+//	go clk.Run(ctx)                              // resample every Interval
+//	now := clk.Now()                             // microseconds, Redis time base
+//
+// Caller's duties:
+//
+//   - Sync successfully (or wait for [Clock.Synced]) before deciding or
+//     persisting TATs with Now: until then Now is the plain local clock.
+//   - Pass time.Now as local in production. Local time is measured as a
+//     duration since New on Go's monotonic clock, so a step of the node's
+//     wall clock does not move Now; the next resync absorbs slow drift.
+//   - Watch weir_redis_clock_rtt_seconds: the offset is only as good as
+//     half the round trip of its sample.
+//
+// A Clock is safe for concurrent use.
+package redisclock

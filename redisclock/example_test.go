@@ -1,0 +1,27 @@
+package redisclock_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/weirhq/weir/redisclock"
+)
+
+// constSource is a Redis whose clock is 250ms ahead of the node's.
+type constSource struct{ local func() time.Time }
+
+func (s constSource) Time(context.Context) (int64, error) {
+	return s.local().Add(250 * time.Millisecond).UnixMicro(), nil
+}
+
+func ExampleClock() {
+	local := func() time.Time { return time.UnixMicro(1_767_225_600_000_000) } // a stopped clock
+	clk := redisclock.New(redisclock.DefaultConfig(), constSource{local}, local, nil, nil)
+	if err := clk.Sync(context.Background()); err != nil {
+		fmt.Println("sync:", err)
+		return
+	}
+	fmt.Println(clk.Synced(), clk.Offset(), clk.Now())
+	// Output: true 250ms 1767225600250000
+}

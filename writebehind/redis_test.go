@@ -1,0 +1,203 @@
+package writebehind_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/redisbackend/redistest"
+	"github.com/weirhq/weir/writebehind"
+)
+
+// realNow is the local clock in microseconds; on one machine it is Redis's.
+func realNow() int64 { return time.Now().UnixMicro() }
+
+func newBackend(t *testing.T, srv *redistest.Server, timeout time.Duration) *redisbackend.Backend {
+	t.Helper()
+	cfg := redisbackend.DefaultConfig()
+	cfg.Timeout = timeout
+	be, err := redisbackend.New(srv.Client(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be
+}
+
+// checkStored loads want's keys and compares.
+func checkStored(t *testing.T, be *redisbackend.Backend, want map[string]int64) {
+	t.Helper()
+	keys := make([]string, 0, len(want))
+	for k := range want {
+		keys = append(keys, k)
+	}
+	got, err := be.LoadTATs(t.Context(), keys)
+	if err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	bad := 0
+	for i, k := range keys {
+		if got[i] != want[k] {
+			if bad++; bad <= 5 {
+				t.Errorf("%s = %d in Redis, want %d", k, got[i], want[k])
+			}
+		}
+	}
+	if bad > 5 {
+		t.Errorf("... %d keys wrong in all", bad)
+	}
+}
+
+func TestWriter_Flush_realRedisManyGoroutines(t *testing.T) {
+	srv := redistest.Start(t)
+	be := newBackend(t, srv, time.Second)
+	reg := prometheus.NewRegistry()
+	w := newWriter(t, testConfig(), be, realNow, reg)
+	stop := runWriter(t, w)
+
+	const goroutines, keys, rounds = 8, 2000, 5
+	base := realNow() + time.Hour.Microseconds()
+	key := func(i int) string { return fmt.Sprintf("rl:{t%d}:k%d", i%10, i) }
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			// Each key is marked by one goroutine, in increasing order, as
+			// an owner marks in decision order; the Run loop flushes
+			// meanwhile.
+			for r := range rounds {
+				for i := g; i < keys; i += goroutines {
+					w.Mark(key(i), base+int64(i*1000+r))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	want := make(map[string]int64, keys)
+	for i := range keys {
+		want[key(i)] = base + int64(i*1000+rounds-1)
+	}
+	checkStored(t, be, want)
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	written := metricValue(t, reg, "weir_writebehind_tats_written_total", "")
+	commands := metricValue(t, reg, "weir_redis_commands_total", "store_tats")
+	if written < keys || commands != written {
+		t.Errorf("written %g, commands %g: want >= %d and equal", written, commands, keys)
+	}
+}
+
+func TestWriter_Flush_realRedisPastTATDeletes(t *testing.T) {
+	srv := redistest.Start(t)
+	be := newBackend(t, srv, time.Second)
+	if err := srv.Client().Set(t.Context(), "rl:{a}:rested", "123", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, testConfig(), be, realNow, nil)
+	w.Mark("rl:{a}:rested", realNow()-1)
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Client().Exists(t.Context(), "rl:{a}:rested").Val(); n != 0 {
+		t.Error("a TAT in the past left its key in Redis")
+	}
+}
+
+// countingSink counts calls into a Sink as they start.
+type countingSink struct {
+	writebehind.Sink
+	started atomic.Int64
+}
+
+func (s *countingSink) StoreTATs(ctx context.Context, tats []redisbackend.TAT) error {
+	s.started.Add(1)
+	return s.Sink.StoreTATs(ctx, tats)
+}
+
+func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Timeout = 5 * time.Second // the stuck store outlives the Mark loop
+	be := newBackend(t, srv, cfg.Timeout)
+	sink := &countingSink{Sink: be}
+	w := newWriter(t, cfg, sink, realNow, nil)
+	stop := runWriter(t, w)
+
+	base := realNow() + time.Hour.Microseconds()
+	srv.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			srv.Resume()
+		}
+	}()
+	before := sink.started.Load()
+	w.Mark("rl:{p}:first", base)
+	waitFor(t, "a store stuck on the paused Redis", func() bool { return sink.started.Load() > before })
+
+	const marks = 100_000
+	want := make(map[string]int64, 1000)
+	want["rl:{p}:first"] = base
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("rl:{p}:k%d", i)
+	}
+	start := time.Now()
+	for i := range marks {
+		w.Mark(keys[i%len(keys)], base+int64(i))
+	}
+	elapsed := time.Since(start)
+	if elapsed > cfg.Timeout/5 {
+		t.Errorf("%d marks took %s while Redis was paused, want well under the %s store timeout", marks, elapsed, cfg.Timeout)
+	}
+	for i := marks - len(keys); i < marks; i++ {
+		want[keys[i%len(keys)]] = base + int64(i)
+	}
+	if got := w.Pending(); got < len(keys) {
+		t.Errorf("pending = %d while paused, want >= %d", got, len(keys))
+	}
+
+	srv.Resume()
+	resumed = true
+	waitFor(t, "backlog drained after resume", func() bool { return w.Pending() == 0 })
+	checkStored(t, be, want)
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+func TestWriter_Run_realRedisOutageRetried(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg := testConfig()
+	cfg.Timeout = 30 * time.Millisecond
+	be := newBackend(t, srv, cfg.Timeout)
+	reg := prometheus.NewRegistry()
+	w := newWriter(t, cfg, be, realNow, reg)
+	stop := runWriter(t, w)
+
+	base := realNow() + time.Hour.Microseconds()
+	srv.Pause()
+	want := map[string]int64{}
+	for i := range 3000 {
+		k := fmt.Sprintf("rl:{o%d}:k%d", i%7, i%900)
+		want[k] = base + int64(i)
+		w.Mark(k, base+int64(i))
+	}
+	waitFor(t, "two failed flushes", func() bool {
+		return metricValue(t, reg, "weir_writebehind_flushes_total", "error") >= 2
+	})
+	srv.Resume()
+	waitFor(t, "backlog drained after resume", func() bool { return w.Pending() == 0 })
+	checkStored(t, be, want)
+	if err := stop(); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
