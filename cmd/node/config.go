@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-
+	"os"
 	"strings"
 	"time"
 )
@@ -22,13 +22,23 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+
+	// Cluster membership.
+	NodeName       string
+	GossipAddr     string
+	AdvertiseAddr  string
+	Join           []string
+	GossipKey      string
+	Region         string
+	ForwardTimeout time.Duration
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
 // defaults. getenv is os.Getenv outside tests.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
-	var cluster string
+	var cluster, join string
+	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	str := func(p *string, name, def, usage string) {
@@ -54,18 +64,22 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
+	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind host:port; empty runs a cluster of one unless --join is set")
+	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
+	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
+	str(&c.GossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes)")
+	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
+	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	if cluster != "" {
-		for _, a := range strings.Split(cluster, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				c.RedisCluster = append(c.RedisCluster, a)
-			}
-		}
+	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
+	if c.GossipAddr == "" && len(c.Join) > 0 {
+		c.GossipAddr = "0.0.0.0:7946"
 	}
 	return c, c.validate()
 }
@@ -81,10 +95,26 @@ func (c config) validate() error {
 	if c.SweepInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--sweep-interval %s must be positive", c.SweepInterval))
 	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("--node-name is required (the hostname could not be read)"))
+	}
+	if c.ForwardTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--forward-timeout %s must be positive", c.ForwardTimeout))
+	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func envName(flag string) string {

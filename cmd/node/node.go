@@ -17,6 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/membership"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
 )
@@ -31,12 +33,18 @@ type node struct {
 	http     *http.Server
 	health   *health.Server
 	watcher  *policy.Watcher // nil with the built-in policy
+	state    *state
+	members  *membership.Membership // nil for a cluster of one
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
 	bg       sync.WaitGroup
 	failed   chan error
 	shutOnce sync.Once
+	mu       struct {
+		sync.Mutex
+		peers map[string]string // member name -> gRPC address, as last applied
+	}
 }
 
 func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) {
@@ -57,11 +65,12 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
-	store, err := n.openStore(bgCtx, cfg, reg)
+	st, err := n.openState(bgCtx, cfg, reg)
 	if err != nil {
 		return nil, err
 	}
-	lim, err := limiter.New(limiter.DefaultConfig(), policies, store, logger, reg)
+	n.state = st
+	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now))
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +80,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.serve(lim, reg)
+	if err := n.joinCluster(bgCtx, cfg, reg); err != nil {
+		return nil, err
+	}
 	ok = true
 	return n, nil
 }
@@ -116,6 +128,7 @@ func (n *node) listen(cfg config) error {
 func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
 	n.grpc = grpc.NewServer()
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
+	peer.Register(n.grpc, n.state.cluster)
 	ready := func() error { return nil }
 	n.http = &http.Server{
 		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
@@ -152,6 +165,7 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 		if n.health != nil {
 			n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		}
+		n.leaveCluster(ctx)
 		if n.http != nil {
 			if err := n.http.Shutdown(ctx); err != nil {
 				n.logger.Warn("http shutdown", "err", err)

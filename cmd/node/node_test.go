@@ -88,7 +88,12 @@ func TestNode_redis_seedTraceOverGRPC(t *testing.T) {
 	srv := redistest.Start(t)
 	_, c := startNode(t, "--redis-addr", srv.Addr())
 	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
-	// The state lives in Redis: a second node on the same Redis sees it.
+	// The owner persists TATs write-behind; once Redis holds the key, a
+	// second node on the same Redis (a cluster of its own) loads it before
+	// deciding and grants no new burst.
+	waitFor(t, 5*time.Second, func() bool {
+		return srv.Client().Exists(context.Background(), "weir:{demo}:per-user:demo:u7").Val() == 1
+	})
 	_, c2 := startNode(t, "--redis-addr", srv.Addr())
 	if r := decide(t, c2, 1, "tenant", "demo", "user", "u7"); r.Allowed {
 		t.Fatal("a fresh node on the same Redis granted a new burst")
@@ -214,6 +219,18 @@ func TestNode_healthAndShutdown(t *testing.T) {
 	n.shutdown(context.Background(), 5*time.Second) // idempotent
 	if _, err := http.Get("http://" + n.httpAddr() + "/healthz"); err == nil {
 		t.Fatal("http still serving after shutdown")
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", within)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for an outcome
 	}
 }
 

@@ -2,47 +2,96 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/weirhq/weir/gcra"
-	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/redisclock"
+	"github.com/weirhq/weir/ring"
+	"github.com/weirhq/weir/writebehind"
 )
 
-// openStore returns the Redis store when Redis is configured, otherwise the
-// in-memory store with its sweeper.
-func (n *node) openStore(ctx context.Context, cfg config, reg prometheus.Registerer) (limiter.Store, error) {
-	if cfg.RedisAddr == "" && len(cfg.RedisCluster) == 0 {
-		mem := memstore.New(memstore.DefaultConfig())
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "weir_active_keys",
-			Help: "Keys held in memory (rested keys are freed by the sweeper).",
-		}, func() float64 { return float64(mem.Len()) }))
-		n.sweepers = append(n.sweepers, mem.Sweep)
+// state is what openState builds: the cluster (the limiter's store), the
+// peer client it forwards with, and the clock every TAT is measured on.
+type state struct {
+	cluster *cluster.Cluster
+	peers   *peer.Client
+	now     func() time.Time
+}
+
+// openState builds owner memory, the optional Redis persistence (backend,
+// write-behind, Redis clock), the ring and the peer client, and the cluster
+// that ties them together. A node without --join is a cluster of one.
+func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registerer) (*state, error) {
+	mem := memstore.New(memstore.DefaultConfig())
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "weir_active_keys",
+		Help: "Keys held in owner memory (rested keys are freed by the sweeper).",
+	}, func() float64 { return float64(mem.Len()) }))
+	n.sweepers = append(n.sweepers, mem.Sweep)
+
+	st := &state{now: time.Now}
+	deps := cluster.Deps{Mem: mem}
+	if cfg.RedisAddr != "" || len(cfg.RedisCluster) > 0 {
+		b, wb, clock, err := n.openRedis(ctx, cfg, reg)
+		if err != nil {
+			return nil, err
+		}
+		deps.Redis, deps.WriteBehind = b, wb
+		st.now = func() time.Time { return time.UnixMicro(clock.Now()) }
+	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
-		return limiter.MemoryStore(mem), nil
 	}
-	client := newRedisClient(cfg)
-	n.closers = append(n.closers, client.Close)
-	pingCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := client.Ping(pingCtx).Err(); err != nil {
-		// Keep going: Redis may come up after the node. Decisions fail
-		// until it does.
-		n.logger.Warn("redis not reachable at start", "err", err)
-	}
-	b, err := redisbackend.New(client, redisbackend.Config{Timeout: cfg.RedisTimeout})
-	if err != nil {
+	var err error
+	if deps.Ring, err = ring.New(ring.DefaultConfig()); err != nil {
 		return nil, err
 	}
-	n.logger.Info("redis mode: every decision runs the GCRA script in Redis", "redis", cfg.RedisAddr, "cluster", cfg.RedisCluster)
-	return redisStore{b}, nil
+	pcfg := peer.DefaultClientConfig()
+	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
+	if st.peers, err = peer.NewClient(pcfg, n.logger, reg); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, st.peers.Close)
+	deps.Forwarder = st.peers
+	ccfg := cluster.DefaultConfig()
+	ccfg.LocalName = cfg.NodeName
+	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout
+	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// openRedis connects to Redis and starts the write-behind flusher and the
+// Redis clock. Redis that is down at start is not fatal: decisions fall back
+// by policy until it answers.
+func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registerer) (*redisbackend.Backend, *writebehind.Writer, *redisclock.Clock, error) {
+	client := newRedisClient(cfg)
+	n.closers = append(n.closers, client.Close)
+	b, err := redisbackend.New(client, redisbackend.Config{Timeout: cfg.RedisTimeout})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clock := redisclock.New(redisclock.DefaultConfig(), b, time.Now, n.logger, reg)
+	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := clock.Sync(syncCtx); err != nil {
+		n.logger.Warn("redis not reachable at start; using the local clock until it is", "err", err)
+	}
+	wb, err := writebehind.New(writebehind.DefaultConfig(), b, clock.Now, n.logger, reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	n.goBackground(func() error { return clock.Run(ctx) })
+	n.goBackground(func() error { return wb.Run(ctx) })
+	n.logger.Info("redis mode: owners decide fast limits in memory and persist TATs write-behind; strict limits run in Redis",
+		"redis", cfg.RedisAddr, "cluster", cfg.RedisCluster)
+	return b, wb, clock, nil
 }
 
 func newRedisClient(cfg config) redis.UniversalClient {
@@ -76,21 +125,3 @@ func sweep(ctx context.Context, every time.Duration, sweepers []func(now int64) 
 		}
 	}
 }
-
-// redisStore adapts redisbackend to limiter.Store. The script reads the
-// Redis server's clock, so the node's stamp is not sent.
-type redisStore struct{ b *redisbackend.Backend }
-
-func (s redisStore) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
-	d, err := s.b.Decide(ctx, r.Keys, r.Limits, r.Cost, 0)
-	if err != nil {
-		if errors.Is(err, redisbackend.ErrCrossSlot) || ctx.Err() != nil {
-			return gcra.Result{}, fmt.Errorf("redis: %w", err)
-		}
-		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
-	}
-	copy(out, d.Results)
-	return d.Overall, nil
-}
-
-var _ limiter.Store = redisStore{}

@@ -1,0 +1,234 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer"
+	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/ring"
+)
+
+// Config tunes a Cluster.
+type Config struct {
+	// LocalName is this node's name in the ring.
+	LocalName string
+	// LoadTimeout bounds loading a key's TAT from Redis before an owner's
+	// first decision on it (always inside the caller's deadline).
+	LoadTimeout time.Duration
+	// HandoffTimeout bounds flushing the TATs of groups that move away.
+	HandoffTimeout time.Duration
+	// StrictTimeout bounds one pipelined strict call to Redis.
+	StrictTimeout time.Duration
+	// MaxStrictBatch caps the decisions in one strict pipeline.
+	MaxStrictBatch int
+}
+
+// DefaultConfig returns timeouts of a few milliseconds for the decision
+// path and seconds for hand-off.
+func DefaultConfig() Config {
+	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, StrictTimeout: 20 * time.Millisecond, MaxStrictBatch: 256}
+}
+
+// Validate reports whether c is usable. It changes nothing.
+func (c Config) Validate() error {
+	switch {
+	case c.LocalName == "":
+		return errors.New("cluster: local name is required")
+	case c.LoadTimeout <= 0 || c.HandoffTimeout <= 0 || c.StrictTimeout <= 0:
+		return errors.New("cluster: timeouts must be positive")
+	case c.MaxStrictBatch <= 0:
+		return errors.New("cluster: max strict batch must be positive")
+	}
+	return nil
+}
+
+// WriteBehind persists TATs in the background (*writebehind.Writer).
+type WriteBehind interface {
+	Mark(key string, tat int64)
+	FlushKeys(ctx context.Context, match func(key string) bool) error
+	Flush(ctx context.Context) error
+}
+
+// Deps are the parts a Cluster works with. Redis and WriteBehind are both
+// nil when no Redis is configured.
+type Deps struct {
+	Ring        *ring.Ring
+	Forwarder   peer.Forwarder
+	Mem         *memstore.Store
+	Redis       *redisbackend.Backend
+	WriteBehind WriteBehind
+}
+
+// Cluster routes decisions to owners and decides for the groups it owns.
+type Cluster struct {
+	cfg     Config
+	deps    Deps
+	logger  *slog.Logger
+	metrics *metrics
+	addrs   atomic.Pointer[map[string]string] // member name -> peer address
+	strict  *strictQueue
+	mu      sync.Mutex // serialises SetMembers and Handoff
+}
+
+var (
+	_ limiter.Store = (*Cluster)(nil)
+	_ peer.Handler  = (*Cluster)(nil)
+)
+
+// New returns a Cluster. Call SetMembers before the first decision; until
+// then this node owns every group.
+func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) (*Cluster, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Ring == nil || deps.Forwarder == nil || deps.Mem == nil {
+		return nil, errors.New("cluster: ring, forwarder and memory store are required")
+	}
+	if (deps.Redis == nil) != (deps.WriteBehind == nil) {
+		return nil, errors.New("cluster: Redis and write-behind go together")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m}
+	c.addrs.Store(&map[string]string{})
+	if deps.Redis != nil {
+		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)
+	}
+	return c, nil
+}
+
+// Decide is the limiter's store: decide locally when this node owns
+// r.Group, otherwise forward to the owner.
+func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	owner := c.owner(r.Group)
+	if owner == c.cfg.LocalName {
+		return c.decideLocal(ctx, r, out)
+	}
+	it := peer.Item{Group: r.Group, Keys: r.Keys, Limits: r.Limits, Cost: r.Cost, Now: r.Now, Strict: r.Strict}
+	res, err := c.forward(ctx, owner, it)
+	if err == nil && res.NotOwner != "" && res.NotOwner != owner {
+		c.metrics.notOwner.Inc()
+		if res.NotOwner == c.cfg.LocalName {
+			return c.decideLocal(ctx, r, out)
+		}
+		res, err = c.forward(ctx, res.NotOwner, it)
+	}
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return gcra.Result{}, err
+		}
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "owner_unreachable", Err: err}
+	case res.NotOwner != "":
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "ownership_changing", Err: fmt.Errorf("owner of group %q is moving to %s", r.Group, res.NotOwner)}
+	case res.Err != nil:
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "owner_failed", Err: res.Err}
+	}
+	if len(res.Results) != len(r.Keys) {
+		return gcra.Result{}, fmt.Errorf("cluster: owner answered %d results for %d limits", len(res.Results), len(r.Keys))
+	}
+	copy(out, res.Results)
+	return res.Overall, nil
+}
+
+func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer.Result, error) {
+	addr := (*c.addrs.Load())[owner]
+	if addr == "" {
+		return peer.Result{}, fmt.Errorf("cluster: no address for owner %q", owner)
+	}
+	return c.deps.Forwarder.Decide(ctx, addr, it)
+}
+
+// HandleDecide answers work forwarded by peers: it decides the items this
+// node owns and names the owner it believes in for the rest.
+func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.Item) []peer.Result {
+	results := make([]peer.Result, len(items))
+	for i := range items {
+		it := &items[i]
+		if owner := c.owner(it.Group); owner != c.cfg.LocalName {
+			results[i].NotOwner = owner
+			continue
+		}
+		r := limiter.StoreRequest{Group: it.Group, Keys: it.Keys, Limits: it.Limits, Cost: it.Cost, Now: it.Now, Strict: it.Strict}
+		out := make([]gcra.Result, len(it.Keys))
+		agg, err := c.decideLocal(ctx, &r, out)
+		results[i] = peer.Result{Overall: agg, Results: out, Err: err}
+	}
+	return results
+}
+
+// owner is the node that decides group; this node while the ring is empty.
+func (c *Cluster) owner(group string) string {
+	if o, ok := c.deps.Ring.Owner(group); ok {
+		return o
+	}
+	return c.cfg.LocalName
+}
+
+// SetMembers installs a new membership (name -> peer gRPC address), rebuilds
+// the ring and hands off the groups this node no longer owns: their pending
+// TATs are flushed to Redis and their keys dropped from memory, so a later
+// return of ownership reloads them.
+func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := *c.addrs.Load()
+	if maps.Equal(old, members) {
+		return
+	}
+	names := make([]string, 0, len(members))
+	for name := range members {
+		names = append(names, name)
+	}
+	c.addrs.Store(new(maps.Clone(members)))
+	if err := c.deps.Ring.Set(names); err != nil {
+		c.logger.Error("ring rebuild failed; keeping the previous ring", "err", err)
+		return
+	}
+	c.metrics.ringChanges.Inc()
+	c.logger.Info("ring changed", "members", len(names))
+	c.dropLocked(ctx, func(key string) bool { return c.owner(redisbackend.HashTag(key)) != c.cfg.LocalName })
+}
+
+// Handoff flushes every pending TAT and drops all owned state: the node is
+// leaving, and whoever takes its groups will load them from Redis.
+func (c *Cluster) Handoff(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.dropLocked(ctx, func(string) bool { return true })
+}
+
+func (c *Cluster) dropLocked(ctx context.Context, lost func(key string) bool) {
+	start := time.Now()
+	if wb := c.deps.WriteBehind; wb != nil {
+		fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
+		err := wb.FlushKeys(fctx, lost)
+		cancel()
+		if err != nil {
+			c.metrics.handoffErrors.Inc()
+			c.logger.Warn("hand-off flush incomplete; the new owner may see older TATs", "err", err)
+		}
+	}
+	n := c.deps.Mem.DeleteFunc(lost)
+	c.metrics.handedOff.Add(float64(n))
+	if n > 0 {
+		c.logger.Info("handed off keys", "keys", n, "took", time.Since(start))
+	}
+}

@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer/peertest"
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/redisbackend/redistest"
+	"github.com/weirhq/weir/ring"
+	"github.com/weirhq/weir/writebehind"
+)
+
+const testPolicy = `
+version: cluster-test
+limits:
+  - {name: per-user, match: [tenant, user], group: tenant, rate: 50/s, burst: 5}
+  - {name: per-tenant, match: [tenant], rate: 100/s, burst: 20}
+`
+
+// clock is the one time base every test node shares.
+type clock struct {
+	mu  sync.Mutex
+	now int64
+}
+
+func (c *clock) Now() time.Time        { c.mu.Lock(); defer c.mu.Unlock(); return time.UnixMicro(c.now) }
+func (c *clock) Micros() int64         { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration)   { c.mu.Lock(); c.now += d.Microseconds(); c.mu.Unlock() }
+func newClock() *clock                 { return &clock{now: time.Now().UnixMicro()} }
+func (c *clock) nowFunc() func() int64 { return c.Micros }
+
+type testNode struct {
+	name    string
+	cluster *Cluster
+	lim     *limiter.Limiter
+	wb      *writebehind.Writer
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+type testCluster struct {
+	t      *testing.T
+	net    *peertest.Network
+	clock  *clock
+	pol    *policy.Policy
+	redis  *redistest.Server // nil: no Redis
+	nodes  map[string]*testNode
+	member map[string]string
+}
+
+func newTestCluster(t *testing.T, n int, withRedis bool) *testCluster {
+	t.Helper()
+	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &testCluster{t: t, net: peertest.NewNetwork(), clock: newClock(), pol: pol, nodes: map[string]*testNode{}, member: map[string]string{}}
+	if withRedis {
+		tc.redis = redistest.Start(t)
+	}
+	for i := range n {
+		tc.add(fmt.Sprintf("node-%d", i))
+	}
+	tc.sync()
+	return tc
+}
+
+// add starts a node; it joins the ring at the next sync.
+func (tc *testCluster) add(name string) *testNode {
+	t := tc.t
+	r, err := ring.New(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := Deps{Ring: r, Forwarder: tc.net.Forwarder(name), Mem: memstore.New(memstore.DefaultConfig())}
+	node := &testNode{name: name, done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	node.cancel = cancel
+	if tc.redis != nil {
+		client := redis.NewClient(&redis.Options{Addr: tc.redis.Addr(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { client.Close() })
+		b, err := redisbackend.New(client, redisbackend.Config{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wcfg := writebehind.DefaultConfig()
+		node.wb, err = writebehind.New(wcfg, b, tc.clock.nowFunc(), nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		deps.Redis, deps.WriteBehind = b, node.wb
+		go func() { node.wb.Run(ctx); close(node.done) }()
+	} else {
+		close(node.done)
+	}
+	cfg := DefaultConfig()
+	cfg.LocalName = name
+	cfg.LoadTimeout = time.Second
+	node.cluster, err = New(cfg, deps, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.lim, err = limiter.New(limiter.DefaultConfig(), policy.Static(tc.pol), node.cluster, nil, prometheus.NewRegistry(), limiter.WithClock(tc.clock.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.net.Register(name, node.cluster)
+	tc.nodes[name] = node
+	tc.member[name] = name // the in-memory network addresses nodes by name
+	t.Cleanup(func() { cancel(); <-node.done })
+	return node
+}
+
+// sync gives every node the current membership, as gossip would.
+func (tc *testCluster) sync() {
+	for _, n := range tc.nodes {
+		n.cluster.SetMembers(context.Background(), tc.member)
+	}
+}
+
+// remove takes a node out gracefully: it hands off, then the others learn.
+func (tc *testCluster) remove(name string) {
+	n := tc.nodes[name]
+	n.cluster.Handoff(context.Background())
+	delete(tc.nodes, name)
+	delete(tc.member, name)
+	tc.net.Unregister(name)
+	tc.sync()
+}
+
+func (tc *testCluster) names() []string {
+	var out []string
+	for name := range tc.nodes {
+		out = append(out, name)
+	}
+	return out
+}
+
+type admission struct{ at, cost int64 }
+
+// checkBound asserts admitted cost <= B + W/T over every window between
+// admissions, exactly (multiplied through by T).
+func checkBound(t *testing.T, l gcra.Limit, adm []admission) {
+	t.Helper()
+	for i := range adm {
+		var sum int64
+		for j := i; j < len(adm); j++ {
+			sum += adm[j].cost
+			if w := adm[j].at - adm[i].at; sum*l.Interval > l.Span()+w {
+				t.Fatalf("%d units admitted in %dus; bound is %d + %d/%d", sum, w, l.Burst, w, l.Interval)
+			}
+		}
+	}
+}
+
+func (tc *testCluster) decide(node string, kv map[string]string) limiter.Decision {
+	tc.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	d, err := tc.nodes[node].lim.Decide(ctx, limiter.Request{Descriptors: kv, Cost: 1})
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	return d
+}
+
+// hammer sends requests for one key round-robin through all nodes, the
+// shared clock advancing by step between requests, and returns admissions.
+func (tc *testCluster) hammer(kv map[string]string, requests int, step time.Duration) (adm []admission, fallbacks int) {
+	names := tc.names()
+	for i := range requests {
+		d := tc.decide(names[i%len(names)], kv)
+		if d.Fallback != nil {
+			fallbacks++
+			continue
+		}
+		if d.Allowed {
+			adm = append(adm, admission{tc.clock.Micros(), 1})
+		}
+		tc.clock.Add(step)
+	}
+	return adm, fallbacks
+}
+
+var perUser = gcra.Limit{Interval: 20_000, Burst: 5}
+
+func TestCluster_oneKeyThroughEveryNode_isExact(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprint(n, " nodes"), func(t *testing.T) {
+			tc := newTestCluster(t, n, false)
+			adm, fb := tc.hammer(map[string]string{"tenant": "t1", "user": "u1"}, 2000, 7*time.Millisecond)
+			if fb != 0 {
+				t.Fatalf("%d fallback decisions in a healthy cluster", fb)
+			}
+			checkBound(t, perUser, adm)
+			// 2000 requests every 7ms for 14s at 50/s: ~700 + burst admitted.
+			if len(adm) < 690 {
+				t.Fatalf("only %d admitted: the cluster over-denies", len(adm))
+			}
+		})
+	}
+}
+
+func TestCluster_membershipChangesKeepTATs(t *testing.T) {
+	tc := newTestCluster(t, 3, true)
+	kv := map[string]string{"tenant": "t7", "user": "u1"}
+	adm, fb := tc.hammer(kv, 300, 7*time.Millisecond)
+	tc.add("node-new")
+	tc.sync()
+	more, fb2 := tc.hammer(kv, 300, 7*time.Millisecond)
+	adm = append(adm, more...)
+	owner := tc.nodes["node-0"].cluster.owner("t7")
+	tc.remove(owner) // the current owner leaves: its TATs must survive
+	more, fb3 := tc.hammer(kv, 300, 7*time.Millisecond)
+	adm = append(adm, more...)
+	if fb+fb2+fb3 != 0 {
+		t.Fatalf("fallback decisions: %d %d %d", fb, fb2, fb3)
+	}
+	checkBound(t, perUser, adm)
+}
+
+func TestCluster_ownerReturnsToNodeWithStaleMemory(t *testing.T) {
+	tc := newTestCluster(t, 2, true)
+	kv := map[string]string{"tenant": "t3", "user": "u9"}
+	owner := tc.nodes["node-0"].cluster.owner("t3")
+	other := "node-0"
+	if owner == other {
+		other = "node-1"
+	}
+	// Spend the burst at the owner.
+	for range 5 {
+		if d := tc.decide(owner, kv); !d.Allowed {
+			t.Fatal("burst denied")
+		}
+	}
+	tc.remove(owner) // hands off; the other node now owns t3
+	if d := tc.decide(other, kv); d.Allowed {
+		t.Fatalf("the new owner granted a fresh burst: %+v", d)
+	}
+}
+
+func TestCluster_partitionedOwnerFallsBackWithinDeadline(t *testing.T) {
+	tc := newTestCluster(t, 3, false)
+	owner := tc.nodes["node-0"].cluster.owner("t5")
+	var others []string
+	for name := range tc.nodes {
+		if name != owner {
+			others = append(others, name)
+			tc.net.Blackhole(name, owner)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	d, err := tc.nodes[others[0]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": "t5", "user": "u1"}})
+	elapsed := time.Since(start)
+	if err == nil && (d.Fallback == nil || d.Fallback.Reason != "owner_unreachable") {
+		t.Fatalf("decision through a partition was not flagged: %+v", d)
+	}
+	if elapsed > 50*time.Millisecond+100*time.Millisecond {
+		t.Fatalf("caller waited %s past a 50ms deadline", elapsed)
+	}
+	// The owner itself keeps deciding.
+	if d := tc.decide(owner, map[string]string{"tenant": "t5", "user": "u1"}); d.Fallback != nil {
+		t.Fatalf("owner fell back: %+v", d)
+	}
+}

@@ -1,0 +1,31 @@
+// Package cluster makes a set of weir nodes decide as one: every group (a
+// limit key's hash tag, usually the tenant) has one owner node, chosen by
+// the consistent-hash ring, and only the owner decides its keys.
+//
+// A Cluster is the limiter's Store. For a request whose group this node
+// owns it decides locally; otherwise it forwards the resolved decision (keys,
+// GCRA parameters, cost, and the time the receiving node stamped) to the
+// owner through a peer.Forwarder. An owner that no longer owns a group says
+// so and names the owner it believes in; the sender retries there once. An
+// owner that cannot be reached yields an *limiter.UnavailableError, so the
+// limiter applies the limits' failure policy and flags the decision.
+//
+// Owners decide `fast` limits in memory (memstore) and persist every changed
+// TAT to Redis write-behind; before its first decision on a key an owner
+// loads the key's TAT from Redis, so a group that moves (join, leave, crash)
+// keeps its state. `strict` limits are decided by the Redis script, with
+// concurrent strict requests coalesced into one pipeline. With no Redis,
+// everything is decided in owner memory and a moved group starts rested.
+//
+// Usage (cmd/node wires this):
+//
+//	c, _ := cluster.New(cfg, cluster.Deps{Ring: r, Forwarder: pc, Mem: mem, Redis: b, WriteBehind: wb}, logger, reg)
+//	peer.Register(grpcServer, c)             // owners answer forwarded work
+//	lim, _ := limiter.New(..., c, ...)       // the limiter decides through it
+//	for range membership.Changes() { c.SetMembers(ctx, membersFromGossip()) }
+//	...
+//	c.Handoff(ctx) // on leave: flush every TAT before going
+//
+// Cluster is safe for concurrent use. It starts one goroutine per strict
+// batch in flight and none otherwise.
+package cluster

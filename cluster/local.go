@@ -1,0 +1,79 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/redisbackend"
+)
+
+// decideLocal decides r as its group's owner.
+func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	if r.Strict && c.strict != nil {
+		return c.decideStrict(ctx, r, out)
+	}
+	if err := c.ensureLoaded(ctx, r); err != nil {
+		return gcra.Result{}, err
+	}
+	agg, err := c.deps.Mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
+	if err != nil || !agg.Allowed || c.deps.WriteBehind == nil {
+		return agg, err
+	}
+	for i, k := range r.Keys {
+		c.deps.WriteBehind.Mark(k, out[i].TAT)
+	}
+	return agg, nil
+}
+
+// ensureLoaded loads from Redis the TATs of r's keys that this owner does
+// not hold yet, so that no key starts from a full burst while Redis
+// remembers it. Concurrent first touches may both load; Put keeps the later
+// TAT, so that costs a read, never correctness.
+func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) error {
+	if c.deps.Redis == nil {
+		return nil
+	}
+	var missing []string
+	for _, k := range r.Keys {
+		if !c.deps.Mem.Has(r.Group, k) {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	lctx, cancel := context.WithTimeout(ctx, c.cfg.LoadTimeout)
+	defer cancel()
+	tats, err := c.deps.Redis.LoadTATs(lctx, missing)
+	c.metrics.loads.Inc()
+	if err != nil {
+		c.metrics.loadErrors.Inc()
+		if ctx.Err() != nil {
+			return err
+		}
+		return &limiter.UnavailableError{Reason: "state_load_failed", Err: err}
+	}
+	for i, k := range missing {
+		c.deps.Mem.Put(r.Group, k, tats[i])
+	}
+	return nil
+}
+
+// decideStrict decides r through the Redis script, batched with other
+// strict requests in flight. Redis's own clock decides (now = 0).
+func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
+	if err != nil {
+		if ctx.Err() != nil {
+			return gcra.Result{}, err
+		}
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
+	}
+	if len(d.Results) != len(out) {
+		return gcra.Result{}, fmt.Errorf("cluster: redis answered %d results for %d limits", len(d.Results), len(out))
+	}
+	copy(out, d.Results)
+	return d.Overall, nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/membership"
+)
+
+// joinCluster starts gossip when --gossip-addr or --join is set and keeps
+// the cluster's ring in step with membership. Without them the node is a
+// cluster of one and owns every group.
+func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Registerer) error {
+	self := map[string]string{cfg.NodeName: n.grpcAddr()}
+	if cfg.GossipAddr == "" {
+		n.state.cluster.SetMembers(ctx, self)
+		return nil
+	}
+	mcfg := membership.DefaultConfig()
+	mcfg.NodeName, mcfg.BindAddr, mcfg.AdvertiseAddr = cfg.NodeName, cfg.GossipAddr, cfg.AdvertiseAddr
+	mcfg.Join, mcfg.Region = cfg.Join, cfg.Region
+	mcfg.GRPCAddr = advertisedGRPC(n.grpcAddr(), cfg.AdvertiseAddr)
+	if cfg.GossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(cfg.GossipKey)
+		if err != nil {
+			return fmt.Errorf("--gossip-key: %w", err)
+		}
+		mcfg.SecretKey = key
+	}
+	m, err := membership.Start(ctx, mcfg, n.logger, reg)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	n.members = m
+	n.applyMembers(ctx)
+	n.goBackground(func() error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-m.Changes():
+				n.applyMembers(ctx)
+			}
+		}
+	})
+	n.logger.Info("gossip started", "node", cfg.NodeName, "gossip", m.GossipAddr(), "join", cfg.Join)
+	return nil
+}
+
+// applyMembers rebuilds the ring from the live members and forgets the
+// connections of members that left.
+func (n *node) applyMembers(ctx context.Context) {
+	live := map[string]string{}
+	for _, mem := range n.members.Members() {
+		if mem.GRPCAddr != "" {
+			live[mem.Name] = mem.GRPCAddr
+		}
+	}
+	n.mu.Lock()
+	for name, addr := range n.mu.peers {
+		if live[name] != addr {
+			n.state.peers.Forget(addr)
+		}
+	}
+	n.mu.peers = live
+	n.mu.Unlock()
+	n.state.cluster.SetMembers(ctx, live)
+}
+
+// leaveCluster hands this node's groups off: every pending TAT goes to
+// Redis, then the node leaves gossip so the others take its groups over and
+// load their TATs.
+func (n *node) leaveCluster(ctx context.Context) {
+	if n.state == nil {
+		return
+	}
+	n.state.cluster.Handoff(ctx)
+	if n.members == nil {
+		return
+	}
+	if err := n.members.Leave(ctx); err != nil {
+		n.logger.Warn("gossip leave", "err", err)
+	}
+	if err := n.members.Shutdown(); err != nil {
+		n.logger.Warn("gossip shutdown", "err", err)
+	}
+}
+
+// advertisedGRPC is the gRPC address peers should dial: the listener's,
+// with an unspecified host (0.0.0.0, ::) replaced by the gossip advertise
+// host.
+func advertisedGRPC(listen, gossipAdvertise string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if ah, _, err := net.SplitHostPort(gossipAdvertise); err == nil && ah != "" {
+			host = ah
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
