@@ -26,6 +26,7 @@ version: cluster-test
 limits:
   - {name: per-user, match: [tenant, user], group: tenant, rate: 50/s, burst: 5}
   - {name: per-tenant, match: [tenant], rate: 100/s, burst: 20}
+  - {name: strict-account, match: [org, account], group: org, rate: 1/m, burst: 5, consistency: strict}
 `
 
 // clock is the one time base every test node shares.
@@ -274,5 +275,36 @@ func TestCluster_partitionedOwnerFallsBackWithinDeadline(t *testing.T) {
 	// The owner itself keeps deciding.
 	if d := tc.decide(owner, map[string]string{"tenant": "t5", "user": "u1"}); d.Fallback != nil {
 		t.Fatalf("owner fell back: %+v", d)
+	}
+}
+
+func TestCluster_strictLimitIsDecidedByRedisExactly(t *testing.T) {
+	tc := newTestCluster(t, 3, true)
+	names := tc.names()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for i := range 60 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			d, err := tc.nodes[names[i%3]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"org": "o1", "account": "a1"}})
+			if err != nil || d.Fallback != nil {
+				t.Errorf("%+v %v", d, err)
+				return
+			}
+			if d.Allowed {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 5 {
+		t.Fatalf("admitted %d of 60 concurrent strict requests, want exactly the burst 5", admitted)
+	}
+	if n := tc.redis.Client().Exists(context.Background(), "weir:{o1}:strict-account:o1:a1").Val(); n != 1 {
+		t.Fatal("strict decision left no state in Redis")
 	}
 }

@@ -48,6 +48,7 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) err
 	defer cancel()
 	tats, err := c.deps.Redis.LoadTATs(lctx, missing)
 	c.metrics.loads.Inc()
+	c.metrics.redisCommands.WithLabelValues("load_tats").Add(float64(len(missing)))
 	if err != nil {
 		c.metrics.loadErrors.Inc()
 		if ctx.Err() != nil {
@@ -64,6 +65,7 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) err
 // decideStrict decides r through the Redis script, batched with other
 // strict requests in flight. Redis's own clock decides (now = 0).
 func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
 	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -1,6 +1,10 @@
 package cluster
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 type metrics struct {
 	ringChanges   prometheus.Counter
@@ -9,6 +13,10 @@ type metrics struct {
 	loadErrors    prometheus.Counter
 	handedOff     prometheus.Counter
 	handoffErrors prometheus.Counter
+	// redisCommands is weir_redis_commands_total, shared with writebehind
+	// (op="store_tats"): this package counts op="load_tats" (one GET per
+	// key) and op="decide_strict" (one script call per decision).
+	redisCommands *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -32,12 +40,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "weir_handoff_flush_errors_total", Help: "Hand-offs whose flush to Redis did not complete in time.",
 		}),
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
+	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_redis_commands_total", Help: "Redis commands sent, by operation.",
+	}, []string{"op"})
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
 		}
+	}
+	if err := reg.Register(m.redisCommands); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if !errors.As(err, &already) {
+			return nil, err
+		}
+		m.redisCommands = already.ExistingCollector.(*prometheus.CounterVec)
 	}
 	return m, nil
 }
