@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
@@ -69,6 +70,10 @@ type Deps struct {
 	Mem         *memstore.Store
 	Redis       *redisbackend.Backend
 	WriteBehind WriteBehind
+	// Breakers, if set, guard every call to Redis (breaker "redis") and to
+	// each peer (breaker named by its address), so a dead dependency costs
+	// one fast failure instead of a timeout per request.
+	Breakers *breaker.Set
 }
 
 // Cluster routes decisions to owners and decides for the groups it owns.
@@ -153,7 +158,31 @@ func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer
 	if addr == "" {
 		return peer.Result{}, fmt.Errorf("cluster: no address for owner %q", owner)
 	}
-	return c.deps.Forwarder.Decide(ctx, addr, it)
+	done, err := c.guard(addr)
+	if err != nil {
+		return peer.Result{}, fmt.Errorf("cluster: owner %s: %w", owner, err)
+	}
+	res, err := c.deps.Forwarder.Decide(ctx, addr, it)
+	done(blame(ctx, err))
+	return res, err
+}
+
+// guard asks the named breaker whether a call may be made. Without
+// breakers every call may.
+func (c *Cluster) guard(name string) (done func(error), err error) {
+	if c.deps.Breakers == nil {
+		return func(error) {}, nil
+	}
+	return c.deps.Breakers.Get(name).Allow()
+}
+
+// blame is the error a breaker should count: none when the caller's own
+// context ended, since that says nothing about the dependency.
+func blame(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // HandleDecide answers work forwarded by peers: it decides the items this

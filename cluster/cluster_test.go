@@ -10,9 +10,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisbackend"
@@ -307,4 +309,56 @@ func TestCluster_strictLimitIsDecidedByRedisExactly(t *testing.T) {
 	if n := tc.redis.Client().Exists(context.Background(), "weir:{o1}:strict-account:o1:a1").Val(); n != 1 {
 		t.Fatal("strict decision left no state in Redis")
 	}
+}
+
+func TestCluster_breakerTurnsDeadOwnerIntoFastFallback(t *testing.T) {
+	tc := newTestCluster(t, 2, false)
+	owner := tc.nodes["node-0"].cluster.owner("t9")
+	other := "node-0"
+	if owner == other {
+		other = "node-1"
+	}
+	bcfg := breaker.DefaultConfig()
+	set, err := breaker.NewSet(bcfg, time.Now, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc.nodes[other].cluster.deps.Breakers = set
+	tc.net.Blackhole(other, owner)
+	kv := map[string]string{"tenant": "t9", "user": "u1"}
+	decideWithin := func(d time.Duration) (limiter.Decision, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		start := time.Now()
+		dec, err := tc.nodes[other].lim.Decide(ctx, limiter.Request{Descriptors: kv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec, time.Since(start)
+	}
+	tc.nodes[other].cluster.deps.Forwarder = timeoutForwarder{tc.net.Forwarder(other), 5 * time.Millisecond}
+	for range bcfg.FailureThreshold {
+		if d, _ := decideWithin(time.Second); d.Fallback == nil || d.Fallback.Reason != "owner_unreachable" {
+			t.Fatalf("%+v", d)
+		}
+	}
+	if got := set.Get(owner).State(); got != breaker.Open {
+		t.Fatalf("breaker %s after %d timeouts", got, bcfg.FailureThreshold)
+	}
+	d, took := decideWithin(time.Second)
+	if d.Fallback == nil || took > 5*time.Millisecond {
+		t.Fatalf("open breaker: decision %+v took %s, want an immediate fallback", d, took)
+	}
+}
+
+// timeoutForwarder bounds each forward like peer.Client's Timeout does.
+type timeoutForwarder struct {
+	peer.Forwarder
+	timeout time.Duration
+}
+
+func (f timeoutForwarder) Decide(ctx context.Context, addr string, it peer.Item) (peer.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return f.Forwarder.Decide(ctx, addr, it)
 }

@@ -9,6 +9,9 @@ import (
 	"github.com/weirhq/weir/redisbackend"
 )
 
+// redisBreaker names the breaker that guards the owner's Redis calls.
+const redisBreaker = "redis"
+
 // decideLocal decides r as its group's owner.
 func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	if r.Strict && c.strict != nil {
@@ -44,9 +47,14 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) err
 	if len(missing) == 0 {
 		return nil
 	}
+	done, err := c.guard(redisBreaker)
+	if err != nil {
+		return &limiter.UnavailableError{Reason: "state_load_failed", Err: err}
+	}
 	lctx, cancel := context.WithTimeout(ctx, c.cfg.LoadTimeout)
 	defer cancel()
 	tats, err := c.deps.Redis.LoadTATs(lctx, missing)
+	done(blame(ctx, err))
 	c.metrics.loads.Inc()
 	c.metrics.redisCommands.WithLabelValues("load_tats").Add(float64(len(missing)))
 	if err != nil {
@@ -65,8 +73,13 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) err
 // decideStrict decides r through the Redis script, batched with other
 // strict requests in flight. Redis's own clock decides (now = 0).
 func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	done, err := c.guard(redisBreaker)
+	if err != nil {
+		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
+	}
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
 	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
+	done(blame(ctx, err))
 	if err != nil {
 		if ctx.Err() != nil {
 			return gcra.Result{}, err

@@ -64,6 +64,7 @@ func (n *node) applyMembers(ctx context.Context) {
 	for name, addr := range n.mu.peers {
 		if live[name] != addr {
 			n.state.peers.Forget(addr)
+			n.state.breakers.Forget(addr)
 		}
 	}
 	n.mu.peers = live

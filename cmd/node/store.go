@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
@@ -19,9 +20,10 @@ import (
 // state is what openState builds: the cluster (the limiter's store), the
 // peer client it forwards with, and the clock every TAT is measured on.
 type state struct {
-	cluster *cluster.Cluster
-	peers   *peer.Client
-	now     func() time.Time
+	cluster  *cluster.Cluster
+	peers    *peer.Client
+	breakers *breaker.Set
+	now      func() time.Time
 }
 
 // openState builds owner memory, the optional Redis persistence (backend,
@@ -36,7 +38,12 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
 	st := &state{now: time.Now}
-	deps := cluster.Deps{Mem: mem}
+	breakers, err := breaker.NewSet(breaker.DefaultConfig(), time.Now, n.logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	st.breakers = breakers
+	deps := cluster.Deps{Mem: mem, Breakers: breakers}
 	if cfg.RedisAddr != "" || len(cfg.RedisCluster) > 0 {
 		b, wb, clock, err := n.openRedis(ctx, cfg, reg)
 		if err != nil {
@@ -47,7 +54,6 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
 	}
-	var err error
 	if deps.Ring, err = ring.New(ring.DefaultConfig()); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,147 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const (
+	goroutines = 64
+	callsEach  = 300
+)
+
+// checkChain fails unless the recorded transitions form one unbroken chain
+// from closed that ends in b's current state.
+func checkChain(t *testing.T, b *Breaker, rec *recorder) {
+	t.Helper()
+	prev := "closed"
+	for i, tr := range rec.transitions() {
+		_, fromTo, _ := strings.Cut(tr, ":")
+		from, to, _ := strings.Cut(fromTo, "->")
+		if from != prev || from == to {
+			t.Fatalf("transition %d %q does not follow %q", i, tr, prev)
+		}
+		prev = to
+	}
+	if got := b.State().String(); got != prev {
+		t.Fatalf("State() = %s, last transition to %s", got, prev)
+	}
+}
+
+func TestBreaker_concurrentFailures_openOnce(t *testing.T) {
+	rec := &recorder{}
+	b := New("r", cfg(10, time.Second, 1), newFakeClock().now, rec.onChange)
+	var admitted, rejected atomic.Int64
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range callsEach {
+				done, err := b.Allow()
+				if errors.Is(err, ErrOpen) {
+					rejected.Add(1)
+					continue
+				}
+				admitted.Add(1)
+				done(errDep)
+				done(errDep) // duplicates never count
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := rec.transitions(), []string{"r:closed->open"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("transitions %v, want %v", got, want)
+	}
+	if total := admitted.Load() + rejected.Load(); total != goroutines*callsEach {
+		t.Errorf("admitted+rejected = %d, want %d", total, goroutines*callsEach)
+	}
+	if admitted.Load() < 10 {
+		t.Errorf("admitted %d calls, want at least the threshold", admitted.Load())
+	}
+	wantState(t, b, Open)
+}
+
+func TestBreaker_concurrentProbes_exactlyHalfOpenProbes(t *testing.T) {
+	for _, probes := range []int{1, 3, 8} {
+		t.Run(fmt.Sprint(probes), func(t *testing.T) {
+			clk := newFakeClock()
+			rec := &recorder{}
+			b := New("r", cfg(1, time.Second, probes), clk.now, rec.onChange)
+			trip(t, b)
+			clk.advance(time.Second)
+			var tried sync.WaitGroup
+			tried.Add(goroutines)
+			allTried := make(chan struct{})
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Go(func() {
+					done, err := b.Allow()
+					tried.Done()
+					if err != nil {
+						return
+					}
+					admitted.Add(1)
+					<-allTried // hold the slot until everyone has asked
+					done(nil)
+				})
+			}
+			tried.Wait()
+			close(allTried)
+			wg.Wait()
+			if got := admitted.Load(); got != int64(probes) {
+				t.Errorf("admitted %d probes, want %d", got, probes)
+			}
+			wantState(t, b, Closed)
+			checkChain(t, b, rec)
+		})
+	}
+}
+
+// Random outcomes from many goroutines while the clock moves: every call is
+// either admitted or rejected, and the transitions form one consistent
+// chain ending in the current state.
+func TestBreaker_concurrentMixed_consistent(t *testing.T) {
+	clk := newFakeClock()
+	rec := &recorder{}
+	b := New("r", cfg(3, 10*time.Millisecond, 2), clk.now, rec.onChange)
+	var admitted, rejected atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range callsEach {
+				if rng.IntN(20) == 0 {
+					clk.advance(time.Millisecond)
+				}
+				done, err := b.Allow()
+				if err != nil {
+					rejected.Add(1)
+					continue
+				}
+				admitted.Add(1)
+				var outcome error
+				if rng.IntN(3) == 0 {
+					outcome = errDep
+				}
+				done(outcome)
+				if rng.IntN(4) == 0 {
+					done(errDep)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total := admitted.Load() + rejected.Load(); total != goroutines*callsEach {
+		t.Errorf("admitted+rejected = %d, want %d", total, goroutines*callsEach)
+	}
+	if len(rec.transitions()) == 0 {
+		t.Error("no transitions: the test exercised only the closed state")
+	}
+	checkChain(t, b, rec)
+}
