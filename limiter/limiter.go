@@ -121,7 +121,13 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err := validate(r); err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, l.policies.Current(), r, l.now().UnixMicro())
+	p := l.policies.Current()
+	var buf [8]policy.Match
+	matches, err := resolve(p, r.Descriptors, buf[:0])
+	if err != nil {
+		return Decision{}, err
+	}
+	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro())
 }
 
 // DecideBatch answers rs in order. Every request is validated first, so one
@@ -137,15 +143,17 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 		}
 	}
 	p := l.policies.Current()
+	matches := make([][]policy.Match, len(rs))
 	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
-		if _, err := resolve(p, r.Descriptors, nil); err != nil {
+		var err error
+		if matches[i], err = resolve(p, r.Descriptors, nil); err != nil {
 			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 	}
 	now := l.now().UnixMicro()
 	out := make([]Decision, len(rs))
 	for i, r := range rs {
-		d, err := l.decide(ctx, p, r, now)
+		d, err := l.decide(ctx, p, matches[i], r.Cost, now)
 		if err != nil {
 			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
@@ -154,19 +162,15 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 	return out, nil
 }
 
-func (l *Limiter) decide(ctx context.Context, p *policy.Policy, r Request, now int64) (Decision, error) {
+// decide decides one validated, resolved request stamped at now.
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64) (Decision, error) {
 	start := time.Now()
-	var buf [8]policy.Match
-	matches, err := resolve(p, r.Descriptors, buf[:0])
-	if err != nil {
-		return Decision{}, err
-	}
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
 		l.metrics.unmatched.Inc()
 		return d, nil
 	}
-	cost := max(r.Cost, 1)
+	cost = max(cost, 1)
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
 	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {
