@@ -57,7 +57,7 @@ func TestBackend_cluster(t *testing.T) {
 		for g := range 200 {
 			k := fmt.Sprintf("rl:{grp%d}:k", g)
 			keys = append(keys, k)
-			tat := now + int64(g)*10_000 // group 0 is rested: deleted
+			tat := now + int64(g)*10_000 - redisbackend.ExpiryGrace.Microseconds() // group 0 is past the grace: deleted
 			tats = append(tats, redisbackend.TAT{Key: k, TAT: tat, Now: now})
 		}
 		if err := b.StoreTATs(ctx, tats); err != nil {
@@ -67,8 +67,8 @@ func TestBackend_cluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// PX is g*10ms+1ms, so groups from 50 on live at least half a
-		// second: ample for one round trip.
+		// PX is g*10ms+1ms (the grace cancels the offset above), so groups
+		// from 50 on live at least half a second: ample for one round trip.
 		for g := 50; g < 200; g++ {
 			if got[g] != tats[g].TAT {
 				t.Errorf("group %d: loaded %d, want %d", g, got[g], tats[g].TAT)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -54,10 +55,18 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 	return tats, nil
 }
 
+// ExpiryGrace is added to the expiry of every TAT written on a caller's
+// time base (StoreTATs, and Decide with an explicit now). That base differs
+// from Redis's own clock by the caller's offset error and the write's
+// transit time; a key that expired before its TAT passed would grant a
+// burst early, while one that lives on past its TAT decides exactly like a
+// missing key. So keys are kept a little too long, never too short.
+const ExpiryGrace = time.Second
+
 // StoreTATs writes TATs in one pipeline (split by slot on Cluster), each
-// with PX expiry ceil((TAT-Now)/1000)+1 milliseconds, exactly as the script
-// writes them. A TAT at or before its Now is rested, which reads the same as
-// a missing key, so its key is deleted instead. Writes are unconditional:
+// with PX expiry ceil((TAT-Now)/1000)+1 milliseconds plus ExpiryGrace. A TAT
+// more than ExpiryGrace before its Now is rested on any clock, which reads
+// the same as a missing key, so its key is deleted instead. Writes are unconditional:
 // the caller must own the keys. Each Now must be positive and each TAT in
 // [0, 2^53); invalid input fails the call before anything is sent. Bounded
 // by ctx and Config.Timeout; on failure some writes may have been applied.
@@ -74,11 +83,11 @@ func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	defer cancel()
 	pipe := b.client.Pipeline()
 	for _, t := range tats {
-		if t.TAT <= t.Now {
+		if t.TAT+ExpiryGrace.Microseconds() <= t.Now {
 			pipe.Del(ctx, t.Key)
 			continue
 		}
-		px := (t.TAT-t.Now+999)/1000 + 1
+		px := (t.TAT-t.Now+999)/1000 + 1 + ExpiryGrace.Milliseconds()
 		// Do, not Set: Set takes a time.Duration, which overflows for
 		// spans this long, and may switch to EX.
 		pipe.Do(ctx, "SET", t.Key, strconv.FormatInt(t.TAT, 10), "PX", strconv.FormatInt(px, 10))

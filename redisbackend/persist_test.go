@@ -23,8 +23,8 @@ func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
 	tats := []redisbackend.TAT{
 		{Key: "rl:{p}:ahead", TAT: now + 2_500_000, Now: now}, // 2.5s ahead
 		{Key: "rl:{p}:tiny", TAT: now + 1, Now: now},          // 1us ahead
-		{Key: "rl:{p}:rested", TAT: now, Now: now},            // at now: rested
-		{Key: "rl:{p}:past", TAT: now - 10, Now: now},         // behind: rested
+		{Key: "rl:{p}:rested", TAT: now, Now: now},            // at now: rested, kept for the grace
+		{Key: "rl:{p}:past", TAT: now - 2_000_000, Now: now},  // behind by more than the grace: deleted
 	}
 	// Stale values that the rested entries must remove.
 	for _, k := range []string{"rl:{p}:rested", "rl:{p}:past"} {
@@ -37,12 +37,12 @@ func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{now + 2_500_000, now + 1, 0, 0, 0}
+	want := []int64{now + 2_500_000, now + 1, now, 0, 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("loaded %v, want %v", got, want)
 	}
-	if ttl := c.PTTL(ctx, "rl:{p}:ahead").Val(); ttl > 2501*time.Millisecond || ttl < 2*time.Second {
-		t.Errorf("pttl %s, want just under 2501ms", ttl)
+	if ttl := c.PTTL(ctx, "rl:{p}:ahead").Val(); ttl > 3501*time.Millisecond || ttl < 3*time.Second {
+		t.Errorf("pttl %s, want just under 3501ms (2501ms plus the expiry grace)", ttl)
 	}
 	// A stored TAT feeds the script exactly as gcra would read it.
 	l := []gcra.Limit{lim(1_000_000, 3)}

@@ -34,9 +34,15 @@ end
 
 local cost = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
+-- With the server's own clock the expiry is exact. A caller's explicit now
+-- may lag or lead Redis's clock, so its keys live ExpiryGrace longer: a TAT
+-- that outlives its time decides exactly like a missing key, while one that
+-- expired early would hand out a burst too soon.
+local grace = 1000
 if now == 0 then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  grace = 0
 end
 
 local n = #KEYS
@@ -73,7 +79,7 @@ end
 if all then
   for i = 1, n do
     local new = res[i][3]
-    local px = idiv(new - now + 999, 1000) + 1
+    local px = idiv(new - now + 999, 1000) + 1 + grace
     redis.call('SET', KEYS[i], string.format('%d', new), 'PX', string.format('%d', px))
   end
 else
