@@ -6,7 +6,7 @@ PROTO_GEN_GO_VERSION   ?= v1.36.12
 PROTO_GEN_GRPC_VERSION ?= v1.6.0
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build test test-short vet fmt proto tools check-deps bench
+.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos
 
 all: build
 
@@ -15,8 +15,12 @@ build:
 
 # test runs every test with the race detector. The Redis tests start their
 # own redis-server processes on free ports, so redis-server must be on PATH.
+# The chaos short suite (package chaos: real nodes in network namespaces,
+# root, iproute2 and nftables) runs last and alone, so the other packages'
+# tests do not share the two cores with its timed phases.
 test: check-deps vet
-	$(GO) test $(TESTFLAGS) ./...
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
+	$(GO) test $(TESTFLAGS) ./chaos/
 
 test-short:
 	$(GO) test -short -count=1 ./...
@@ -50,6 +54,14 @@ proto: tools
 	  --go_out=. --go_opt=paths=source_relative \
 	  --go-grpc_out=. --go-grpc_opt=paths=source_relative \
 	  $$(find api -name '*.proto')
+
+# chaos runs every nemesis against a 3-node cluster (root, iproute2,
+# nftables, redis-server) and prints the summary table; histories, logs,
+# plots and report.md go to chaos-results/. See docs/chaos.md.
+chaos:
+	$(GO) build -o bin/node ./cmd/node
+	$(GO) build -o bin/weir-chaos ./cmd/weir-chaos
+	./bin/weir-chaos run -suite full -node-bin bin/node -out chaos-results
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/

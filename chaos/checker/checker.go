@@ -1,0 +1,730 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/weirhq/weir/chaos/history"
+)
+
+// eps absorbs float rounding when integer units are compared with a bound.
+const eps = 1e-9
+
+// maxErrors caps the sanity errors listed one by one.
+const maxErrors = 20
+
+// Window is one window of one key of a limit.
+type Window struct {
+	Key   string
+	Start int64 // Unix nanoseconds
+	Width time.Duration
+	// Admitted and Fallback are the units admitted by operations lying
+	// entirely inside the window, normally and by a failure policy.
+	Admitted, Fallback int64
+	// Bound is the plain bound B + W/T.
+	Bound float64
+	// Allowance is what the normal admissions were held to: Bound × Owners
+	// plus Crashes crash terms.
+	Allowance float64
+	Owners    int
+	Crashes   int
+	// FallbackAllowance is what fallback admissions were held to; when
+	// FallbackUnbounded (on_failure: open) there is no bound.
+	FallbackAllowance float64
+	FallbackUnbounded bool
+	// Excess is Admitted + Fallback − Bound; negative when there was room.
+	Excess float64
+	Pass   bool
+}
+
+// Violation kinds.
+const (
+	// KindAdmitted: normal admissions beyond the allowance.
+	KindAdmitted = "admitted"
+	// KindFallback: local-fallback admissions beyond nodes × the fallback
+	// bound.
+	KindFallback = "fallback"
+	// KindClosed: a closed limit admitted under its failure policy.
+	KindClosed = "closed"
+	// KindState: a saturated key got a fresh burst after a crash.
+	KindState = "state"
+)
+
+// Violation is a run of overlapping windows of one key over its allowance,
+// described by its worst window.
+type Violation struct {
+	Kind       string
+	Limit, Key string
+	Start      int64 // Unix nanoseconds
+	Width      time.Duration
+	Admitted   int64
+	Allowance  float64
+	Bound      float64
+	// Windows is how many overlapping violating windows the run spans
+	// (for KindClosed, how many operations).
+	Windows int
+}
+
+// Describe renders v with times in seconds since start.
+func (v Violation) Describe(start int64) string {
+	at := fmt.Sprintf("window [%.3fs, +%s]", secondsSince(v.Start, start), v.Width)
+	var s string
+	switch v.Kind {
+	case KindFallback:
+		s = fmt.Sprintf("limit %q key %q: %d units admitted by the local fallback in %s, fallback allowance %s",
+			v.Limit, v.Key, v.Admitted, at, units(v.Allowance))
+	case KindClosed:
+		s = fmt.Sprintf("limit %q key %q: %d units admitted by a closed failure policy in %s, allowance 0",
+			v.Limit, v.Key, v.Admitted, at)
+	case KindState:
+		s = fmt.Sprintf("limit %q key %q: state lost: %d units admitted in %s after a crash, allowance %s (bound %s)",
+			v.Limit, v.Key, v.Admitted, at, units(v.Allowance), units(v.Bound))
+	default:
+		s = fmt.Sprintf("limit %q key %q: %d units admitted in %s, allowance %s (bound %s)",
+			v.Limit, v.Key, v.Admitted, at, units(v.Allowance), units(v.Bound))
+	}
+	switch {
+	case v.Kind == KindClosed && v.Windows > 1:
+		s += fmt.Sprintf(" [%d operations]", v.Windows)
+	case v.Kind != KindClosed && v.Windows > 1:
+		s += fmt.Sprintf(" [worst of %d overlapping windows]", v.Windows)
+	}
+	return s
+}
+
+// FallbackStats counts decisions made by one failure-policy mode.
+type FallbackStats struct {
+	Decisions int   // allowed or denied
+	Allowed   int   // of them, allowed
+	Units     int64 // admitted units
+}
+
+// LimitResult is the window-bound check of one limit.
+type LimitResult struct {
+	Spec history.LimitSpec
+	Keys int // keys with at least one operation
+	// AdmittedOps and Admitted count allowed operations and their units,
+	// fallback included.
+	AdmittedOps int
+	Admitted    int64
+	// FallbackAdmitted is the admitted units per fallback mode.
+	FallbackAdmitted map[string]int64
+	// FallbackDecisions and FallbackReasons count the answered operations
+	// a failure policy decided, per mode and per reason.
+	FallbackDecisions map[string]int
+	FallbackReasons   map[string]int
+	// TopKey is the key with the most admitted units.
+	TopKey         string
+	TopKeyAdmitted int64
+	// Worst is the window with the largest excess over all keys and
+	// widths; WorstByWidth the worst per configured width. Worst.Key is
+	// empty when nothing was admitted.
+	Worst        Window
+	WorstByWidth []Window
+	// ViolatingWindows counts every window over its allowance; Violations
+	// keeps the first Config.MaxViolations runs of them, Dropped counts
+	// the runs left out.
+	ViolatingWindows int
+	ClosedAdmits     int // operations admitted by a closed failure policy
+	Violations       []Violation
+	Dropped          int
+	Pass             bool
+}
+
+// StateCheck is one state-survival check: a key saturated just before a
+// crash edge, and what it admitted in the StateWindow after it.
+type StateCheck struct {
+	Limit, Key string
+	FaultID    int
+	Fault      string
+	Edge       string // "start" (owner killed) or "end" (restarted empty)
+	At         int64  // Unix nanoseconds
+	Width      time.Duration
+	Admitted   int64
+	Allowed    float64
+	Pass       bool
+}
+
+// StateResult is the state-survival check.
+type StateResult struct {
+	Checks []StateCheck
+	Failed int
+	// Skipped names the limits the check could not judge, and why.
+	Skipped []string
+}
+
+// Result is the verdict on one history.
+type Result struct {
+	Scenario string
+	// Start is the header's Start (the earliest time recorded if unset),
+	// End the latest time recorded.
+	Start, End int64
+	Ops        int
+	Nodes      int
+	Config     Config
+	Faults     []Fault
+	Limits     []LimitResult
+	// Phases has one entry per phase, in the order of Phases.
+	Phases []PhaseStats
+	// Fallback counts operations per fallback mode (each operation once,
+	// whatever limits it matched).
+	Fallback map[string]FallbackStats
+	State    StateResult
+	// Errors are sanity failures: impossible times, unknown limits.
+	Errors []string
+	// Notes are remarks that do not affect the verdict.
+	Notes []string
+	// Violations lists every finding that fails the verdict, readable.
+	Violations []string
+}
+
+// OK reports whether the history passed every check.
+func (r Result) OK() bool {
+	if len(r.Errors) > 0 || len(r.Violations) > 0 || r.State.Failed > 0 {
+		return false
+	}
+	for _, l := range r.Limits {
+		if !l.Pass {
+			return false
+		}
+	}
+	for _, p := range r.Phases {
+		if !p.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Phase returns the stats of phase p.
+func (r Result) Phase(p Phase) PhaseStats {
+	for _, s := range r.Phases {
+		if s.Phase == p {
+			return s
+		}
+	}
+	return PhaseStats{Phase: p, Availability: 1, Pass: true}
+}
+
+// PhaseAt returns the phase of an operation invoked at t.
+func (r Result) PhaseAt(t int64) Phase { return phaseAt(r.Faults, r.Config.Recovery, t) }
+
+// Worst returns the limit whose worst window has the largest excess, and
+// false when nothing was admitted.
+func (r Result) Worst() (LimitResult, bool) {
+	best, ok := LimitResult{}, false
+	for _, l := range r.Limits {
+		if l.Worst.Key == "" {
+			continue
+		}
+		if !ok || l.Worst.Excess > best.Worst.Excess {
+			best, ok = l, true
+		}
+	}
+	return best, ok
+}
+
+// limitState is a limit being checked.
+type limitState struct {
+	spec   history.LimitSpec
+	res    *LimitResult
+	strict bool
+	crash  float64 // crash term in units
+	keys   map[string]*keyData
+}
+
+type keyData struct {
+	adm    []span
+	denied []int64 // invoke times of non-fallback denials
+	ks     *keySpans
+}
+
+type checker struct {
+	h      *history.History
+	cfg    Config
+	r      *Result
+	limits []*limitState
+	byName map[string]*limitState
+	buf    []uint8
+}
+
+// Check judges h. It does not modify h.
+func Check(h *history.History, cfg Config) Result {
+	cfg = cfg.withDefaults()
+	c := &checker{h: h, cfg: cfg, byName: map[string]*limitState{}}
+	r := &Result{Scenario: h.Header.Scenario, Ops: len(h.Ops), Config: cfg, Fallback: map[string]FallbackStats{}}
+	c.r = r
+	c.timeRange()
+	var notes []string
+	r.Faults, notes = pairFaults(h.Events, r.End)
+	r.Notes = append(r.Notes, notes...)
+	c.setupLimits()
+	c.scanOps()
+	for _, ls := range c.limits {
+		c.checkLimit(ls)
+	}
+	c.checkState()
+	c.collect()
+	return *r
+}
+
+// timeRange sets Start, End and Nodes.
+func (c *checker) timeRange() {
+	r, h := c.r, c.h
+	lo, hi, seen := int64(math.MaxInt64), int64(math.MinInt64), false
+	nodes := map[string]bool{}
+	for _, o := range h.Ops {
+		if o.Complete < o.Invoke {
+			continue
+		}
+		lo, hi, seen = min(lo, o.Invoke), max(hi, o.Complete), true
+		if o.Node != "" {
+			nodes[o.Node] = true
+		}
+	}
+	for _, e := range h.Events {
+		lo, hi, seen = min(lo, e.Time), max(hi, e.Time), true
+	}
+	if !seen {
+		lo, hi = h.Header.Start, h.Header.Start
+	}
+	r.Start = h.Header.Start
+	if r.Start == 0 {
+		r.Start = lo
+	}
+	r.End = max(hi, r.Start)
+	r.Nodes = len(h.Header.Nodes)
+	if r.Nodes == 0 {
+		r.Nodes = max(len(nodes), 1)
+		r.Notes = append(r.Notes, fmt.Sprintf("header names no nodes; the local fallback bound assumes %d (the nodes operations were sent to)", r.Nodes))
+	}
+}
+
+func (c *checker) setupLimits() {
+	r := c.r
+	for _, spec := range c.h.Header.Limits {
+		if _, dup := c.byName[spec.Name]; dup {
+			r.Errors = append(r.Errors, fmt.Sprintf("limit %q is declared twice in the header", spec.Name))
+			continue
+		}
+		if spec.Interval <= 0 || spec.Burst < 0 {
+			r.Errors = append(r.Errors, fmt.Sprintf("limit %q has interval %s and burst %d; it cannot be checked",
+				spec.Name, spec.Interval, spec.Burst))
+			continue
+		}
+		switch spec.Consistency {
+		case "", "fast", "strict":
+		default:
+			r.Notes = append(r.Notes, fmt.Sprintf("limit %q: unknown consistency %q, checked as fast", spec.Name, spec.Consistency))
+		}
+		switch spec.OnFailure {
+		case "open", "closed", "local":
+		default:
+			r.Notes = append(r.Notes, fmt.Sprintf("limit %q: unknown on_failure %q, fallback admissions are not bounded", spec.Name, spec.OnFailure))
+		}
+		r.Limits = append(r.Limits, LimitResult{Spec: spec})
+		ls := &limitState{spec: spec, strict: spec.Consistency == "strict",
+			crash: crashUnits(c.cfg.CrashLoss, spec.Interval), keys: map[string]*keyData{}}
+		c.limits = append(c.limits, ls)
+		c.byName[spec.Name] = ls
+	}
+	for i, ls := range c.limits {
+		ls.res = &r.Limits[i]
+		ls.res.FallbackAdmitted = map[string]int64{}
+		ls.res.FallbackDecisions = map[string]int{}
+		ls.res.FallbackReasons = map[string]int{}
+	}
+}
+
+// scanOps makes one pass over the operations: sanity, phases, fallback
+// counts, and each key's admissions and denials.
+func (c *checker) scanOps() {
+	r, h := c.r, c.h
+	accs := make([]phaseAcc, len(Phases))
+	for i, p := range Phases {
+		accs[i].st.Phase = p
+	}
+	invalid := 0
+	unknown := map[string]int{}
+	for _, o := range h.Ops {
+		if o.Complete < o.Invoke {
+			if invalid++; invalid <= maxErrors {
+				r.Errors = append(r.Errors, fmt.Sprintf("op %d: completes before it is invoked (invoke %.3fs, complete %.3fs)",
+					o.ID, secondsSince(o.Invoke, r.Start), secondsSince(o.Complete, r.Start)))
+			}
+			continue
+		}
+		switch c.r.PhaseAt(o.Invoke) {
+		case PhaseFault:
+			accs[1].add(o, h.Header.Deadline)
+		case PhaseRecovery:
+			accs[2].add(o, h.Header.Deadline)
+		default:
+			accs[0].add(o, h.Header.Deadline)
+		}
+		cost := max(o.Cost, 1)
+		fb := o.Fallback()
+		if fb && o.Outcome.Answered() {
+			st := r.Fallback[o.FallbackMode]
+			st.Decisions++
+			if o.Outcome == history.Allowed {
+				st.Allowed++
+				st.Units += cost
+			}
+			r.Fallback[o.FallbackMode] = st
+		}
+		attributed := slices.ContainsFunc(o.Limits, func(lk history.LimitKey) bool { return lk.Denied })
+		for _, lk := range o.Limits {
+			ls, ok := c.byName[lk.Name]
+			if !ok {
+				unknown[lk.Name]++
+				continue
+			}
+			kd := ls.keys[lk.Key]
+			if kd == nil {
+				kd = &keyData{}
+				ls.keys[lk.Key] = kd
+			}
+			if fb && o.Outcome.Answered() {
+				ls.res.FallbackDecisions[o.FallbackMode]++
+				ls.res.FallbackReasons[o.FallbackReason]++
+			}
+			switch o.Outcome {
+			case history.Allowed:
+				kd.adm = append(kd.adm, span{inv: o.Invoke, comp: o.Complete, cost: cost, fb: fb})
+				ls.res.AdmittedOps++
+				ls.res.Admitted += cost
+				if fb {
+					ls.res.FallbackAdmitted[o.FallbackMode] += cost
+				}
+			case history.Denied:
+				// A composite's denial saturates only the limits that
+				// refused it; a history without per-limit verdicts
+				// counts it against every limit.
+				if !fb && (lk.Denied || !attributed) {
+					kd.denied = append(kd.denied, o.Invoke)
+				}
+			}
+		}
+	}
+	if invalid > maxErrors {
+		r.Errors = append(r.Errors, fmt.Sprintf("… and %d more operations with impossible times", invalid-maxErrors))
+	}
+	for _, name := range sortedKeys(unknown) {
+		r.Errors = append(r.Errors, fmt.Sprintf("limit %q is not in the header (%d operations name it)", name, unknown[name]))
+	}
+	for i, p := range Phases {
+		r.Phases = append(r.Phases, accs[i].finish(c.cfg.floor(p)))
+	}
+}
+
+// allowance is what normal admissions of ls in [s, e] are held to.
+func (c *checker) allowance(ls *limitState, s, e int64, w time.Duration) (allow float64, owners, crashes int) {
+	owners = 1
+	for _, f := range c.r.Faults {
+		if !f.overlaps(s, e, c.cfg.Recovery) {
+			continue
+		}
+		if !ls.strict && f.Owners > owners {
+			owners = f.Owners
+		}
+		if f.Crash {
+			crashes++
+		}
+	}
+	return ls.spec.Bound(w)*float64(owners) + float64(crashes)*ls.crash, owners, crashes
+}
+
+// fallbackAllowance is what fallback admissions of ls in a window of width
+// w are held to.
+func (c *checker) fallbackAllowance(ls *limitState, w time.Duration) (allow float64, unbounded bool) {
+	switch ls.spec.OnFailure {
+	case "local":
+		return float64(c.r.Nodes) * ls.spec.FallbackBound(w), false
+	case "closed":
+		return 0, false
+	}
+	return 0, true
+}
+
+// window fills in the bounds of a window of ls.
+func (c *checker) window(ls *limitState, key string, s int64, w time.Duration, adm, fb int64) Window {
+	win := Window{Key: key, Start: s, Width: w, Admitted: adm, Fallback: fb, Bound: ls.spec.Bound(w)}
+	win.Allowance, win.Owners, win.Crashes = c.allowance(ls, s, s+int64(w), w)
+	win.FallbackAllowance, win.FallbackUnbounded = c.fallbackAllowance(ls, w)
+	win.Excess = float64(adm+fb) - win.Bound
+	win.Pass = float64(adm) <= win.Allowance+eps &&
+		(win.FallbackUnbounded || float64(fb) <= win.FallbackAllowance+eps)
+	return win
+}
+
+// run accumulates overlapping violating windows of one kind.
+type run struct {
+	on    bool
+	end   int64
+	worst Violation
+	over  float64
+}
+
+func (c *checker) see(ls *limitState, r *run, v Violation, over float64) {
+	if r.on && v.Start > r.end {
+		c.emit(ls, r)
+	}
+	if !r.on {
+		*r = run{on: true, worst: v, over: over}
+	}
+	r.worst.Windows++
+	r.end = v.Start + int64(v.Width)
+	if over > r.over {
+		n := r.worst.Windows
+		r.worst, r.over = v, over
+		r.worst.Windows = n
+	}
+}
+
+func (c *checker) emit(ls *limitState, r *run) {
+	if !r.on {
+		return
+	}
+	if len(ls.res.Violations) < c.cfg.MaxViolations {
+		ls.res.Violations = append(ls.res.Violations, r.worst)
+	} else {
+		ls.res.Dropped++
+	}
+	r.on = false
+}
+
+// checkLimit runs the window-bound check over every key of ls.
+func (c *checker) checkLimit(ls *limitState) {
+	res := ls.res
+	keys := sortedKeys(ls.keys)
+	res.Keys = len(keys)
+	for _, k := range keys {
+		kd := ls.keys[k]
+		kd.ks = newKeySpans(kd.adm)
+		var total int64
+		for _, s := range kd.adm {
+			total += s.cost
+		}
+		if total > res.TopKeyAdmitted {
+			res.TopKey, res.TopKeyAdmitted = k, total
+		}
+	}
+	type worst struct {
+		key     string
+		start   int64
+		adm, fb int64
+		excess  float64
+		found   bool
+		width   time.Duration
+	}
+	var overall worst
+	for _, w := range c.cfg.Windows {
+		bound := ls.spec.Bound(w)
+		fbAllow, unbounded := c.fallbackAllowance(ls, w)
+		checkFB := !unbounded && ls.spec.OnFailure != "closed" // closed is checked per operation
+		var ww worst
+		for _, k := range keys {
+			ks := ls.keys[k].ks
+			if len(ks.sp) == 0 {
+				continue
+			}
+			sw := newSweeper(ks, c.buf)
+			c.buf = sw.state
+			var runs [2]run
+			for i, sp := range ks.sp {
+				if i > 0 && sp.inv == ks.sp[i-1].inv {
+					continue
+				}
+				s, e := sp.inv, sp.inv+int64(w)
+				sw.advance(s, e)
+				a, f := sw.nonfb, sw.fb
+				if a+f == 0 {
+					continue
+				}
+				ex := float64(a+f) - bound
+				if !ww.found || ex > ww.excess {
+					ww = worst{key: k, start: s, adm: a, fb: f, excess: ex, found: true, width: w}
+				}
+				if float64(a) > bound+eps {
+					if allow, _, _ := c.allowance(ls, s, e, w); float64(a) > allow+eps {
+						res.ViolatingWindows++
+						c.see(ls, &runs[0], Violation{Kind: KindAdmitted, Limit: ls.spec.Name, Key: k, Start: s,
+							Width: w, Admitted: a, Allowance: allow, Bound: bound}, float64(a)-allow)
+					}
+				}
+				if checkFB && float64(f) > fbAllow+eps {
+					res.ViolatingWindows++
+					c.see(ls, &runs[1], Violation{Kind: KindFallback, Limit: ls.spec.Name, Key: k, Start: s,
+						Width: w, Admitted: f, Allowance: fbAllow, Bound: bound}, float64(f)-fbAllow)
+				}
+			}
+			c.emit(ls, &runs[0])
+			c.emit(ls, &runs[1])
+		}
+		if ww.found {
+			res.WorstByWidth = append(res.WorstByWidth, c.window(ls, ww.key, ww.start, w, ww.adm, ww.fb))
+			if !overall.found || ww.excess > overall.excess {
+				overall = ww
+			}
+		}
+	}
+	if overall.found {
+		res.Worst = c.window(ls, overall.key, overall.start, overall.width, overall.adm, overall.fb)
+	}
+	if ls.spec.OnFailure == "closed" {
+		c.checkClosed(ls, keys)
+	}
+	res.Pass = res.ViolatingWindows == 0 && res.ClosedAdmits == 0
+}
+
+// checkClosed reports every admission a closed failure policy made; each
+// run of them within the first window width is one violation.
+func (c *checker) checkClosed(ls *limitState, keys []string) {
+	w := time.Second
+	if len(c.cfg.Windows) > 0 {
+		w = c.cfg.Windows[0]
+	}
+	for _, k := range keys {
+		var r run
+		for _, sp := range ls.keys[k].ks.sp {
+			if !sp.fb {
+				continue
+			}
+			ls.res.ClosedAdmits++
+			if r.on && sp.inv <= r.worst.Start+int64(w) {
+				r.worst.Admitted += sp.cost
+				r.worst.Windows++
+				r.worst.Width = max(r.worst.Width, time.Duration(sp.comp-r.worst.Start))
+				continue
+			}
+			c.emit(ls, &r)
+			r = run{on: true, worst: Violation{Kind: KindClosed, Limit: ls.spec.Name, Key: k, Start: sp.inv,
+				Width: time.Duration(sp.comp - sp.inv), Admitted: sp.cost, Bound: ls.spec.Bound(w), Windows: 1}}
+		}
+		c.emit(ls, &r)
+	}
+}
+
+// checkState runs the state-survival check at each crash's start and end.
+func (c *checker) checkState() {
+	var crashes []Fault
+	for _, f := range c.r.Faults {
+		if f.Crash {
+			crashes = append(crashes, f)
+		}
+	}
+	if len(crashes) == 0 {
+		return
+	}
+	st := &c.r.State
+	ws, lb := c.cfg.StateWindow, int64(c.cfg.StateLookback)
+	for _, ls := range c.limits {
+		if ls.spec.Burst < c.cfg.StateMinBurst {
+			st.Skipped = append(st.Skipped, fmt.Sprintf("limit %q: burst %d < %d, a fresh burst cannot be told from the slack",
+				ls.spec.Name, ls.spec.Burst, c.cfg.StateMinBurst))
+			continue
+		}
+		allowed := float64(ws)/float64(ls.spec.Interval) + c.cfg.StateSlack*float64(ls.spec.Burst) + ls.crash
+		keys := sortedKeys(ls.keys)
+		for _, k := range keys {
+			d := ls.keys[k].denied
+			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		}
+		for _, f := range crashes {
+			edges := []struct {
+				name string
+				at   int64
+			}{{"start", f.Start}}
+			if f.Ended {
+				edges = append(edges, struct {
+					name string
+					at   int64
+				}{"end", f.End})
+			}
+			for _, edge := range edges {
+				t := edge.at
+				for _, k := range keys {
+					kd := ls.keys[k]
+					if !deniedIn(kd.denied, t-lb, t) {
+						continue
+					}
+					adm := kd.ks.costInside(t, t+int64(ws), false)
+					sc := StateCheck{Limit: ls.spec.Name, Key: k, FaultID: f.ID, Fault: f.Name, Edge: edge.name,
+						At: t, Width: ws, Admitted: adm, Allowed: allowed, Pass: float64(adm) <= allowed+eps}
+					st.Checks = append(st.Checks, sc)
+					if !sc.Pass {
+						st.Failed++
+					}
+				}
+			}
+		}
+	}
+}
+
+// deniedIn reports whether the sorted denial times have one in [lo, hi).
+func deniedIn(denied []int64, lo, hi int64) bool {
+	i := sort.Search(len(denied), func(i int) bool { return denied[i] >= lo })
+	return i < len(denied) && denied[i] < hi
+}
+
+// collect gathers the readable violations.
+func (c *checker) collect() {
+	r := c.r
+	for _, l := range r.Limits {
+		for _, v := range l.Violations {
+			r.Violations = append(r.Violations, v.Describe(r.Start))
+		}
+		if l.Dropped > 0 {
+			r.Violations = append(r.Violations, fmt.Sprintf("limit %q: %d more violations not listed (%d violating windows in all)",
+				l.Spec.Name, l.Dropped, l.ViolatingWindows))
+		}
+	}
+	for _, sc := range r.State.Checks {
+		if sc.Pass {
+			continue
+		}
+		v := Violation{Kind: KindState, Limit: sc.Limit, Key: sc.Key, Start: sc.At, Width: sc.Width,
+			Admitted: sc.Admitted, Allowance: sc.Allowed}
+		if ls := c.byName[sc.Limit]; ls != nil {
+			v.Bound = ls.spec.Bound(sc.Width)
+		}
+		r.Violations = append(r.Violations, v.Describe(r.Start)+fmt.Sprintf(" (fault %q %s)", sc.Fault, sc.Edge))
+	}
+	for _, p := range r.Phases {
+		if !p.Pass {
+			r.Violations = append(r.Violations, fmt.Sprintf("availability in the %s phase: %.2f%% of %d operations answered within the deadline, floor %.2f%%",
+				p.Phase, 100*p.Availability, p.Ops, 100*p.Floor))
+		}
+	}
+}
+
+func secondsSince(t, start int64) float64 { return float64(t-start) / 1e9 }
+
+// units renders a bound: an integer when it is one, else two decimals.
+func units(x float64) string {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	if r := math.Round(x); math.Abs(x-r) < 1e-6 {
+		return strconv.FormatFloat(r, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(x, 'f', 2, 64)
+}
+
+// Units renders a number of units the way violations do: an integer when it
+// is one, else with two decimals.
+func Units(x float64) string { return units(x) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

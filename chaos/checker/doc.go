@@ -1,0 +1,28 @@
+// Package checker judges a chaos run's history against the bounds weir
+// documents: within any window of width W a key of a limit with emission
+// interval T and burst B admits at most B + W/T units, widened only by the
+// terms docs/architecture.md ("What a failure can cost") names for a fault.
+//
+// Check runs four checks over a history.History:
+//
+//   - Window bound. For every (limit, key) and every configured window
+//     width W, each window [s, s+W] starting at an admitted operation's
+//     invoke time counts the admitted operations that lie entirely inside
+//     it (Invoke >= s and Complete <= s+W), so every violation reported is
+//     certain whatever moment inside [Invoke, Complete] the decision took.
+//     Admissions made normally are held to B + W/T, multiplied by a fault's
+//     Owners for fast limits while split ownership may last (the fault and
+//     its recovery) and widened by the crash-loss term for each crash the
+//     window overlaps. Admissions made by a failure policy are held to the
+//     limit's on_failure: local to nodes × the fallback bound, closed to
+//     nothing, open to no bound (reported only).
+//   - Availability and latency per phase (healthy, fault, recovery).
+//   - State survival: a key saturated just before an owner is killed (or
+//     restarts with empty memory) must not get a fresh burst afterwards.
+//   - Sanity: operations with impossible times or unknown limits.
+//
+// Only allowed operations count as admissions: a denied, failed or timed-out
+// call admitted nothing as far as its caller knows. Windows are swept per
+// key with two pointers over the key's admissions sorted by invoke and by
+// complete time, so a check costs O(n log n) in the number of admissions.
+package checker

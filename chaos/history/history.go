@@ -1,0 +1,274 @@
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Outcome is what a client saw of one operation.
+type Outcome string
+
+const (
+	// Allowed: the node answered and admitted the request.
+	Allowed Outcome = "allowed"
+	// Denied: the node answered and refused it.
+	Denied Outcome = "denied"
+	// Error: the node answered with an error instead of a decision, or the
+	// call failed before its deadline (connection refused, reset).
+	Error Outcome = "error"
+	// Timeout: no answer within the call's deadline. The request may or may
+	// not have been decided; it was not admitted as far as the caller knows.
+	Timeout Outcome = "timeout"
+)
+
+// Valid reports whether o is one of the four outcomes.
+func (o Outcome) Valid() bool {
+	switch o {
+	case Allowed, Denied, Error, Timeout:
+		return true
+	}
+	return false
+}
+
+// Answered reports whether the node gave a decision in time.
+func (o Outcome) Answered() bool { return o == Allowed || o == Denied }
+
+// LimitKey names one enforced limit a request matched and the key it was
+// decided under.
+type LimitKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	// Denied is this limit's own verdict: it alone would have refused the
+	// request. A composite is denied when any of its limits is.
+	Denied bool `json:"denied,omitempty"`
+}
+
+// Op is one client operation.
+type Op struct {
+	ID     int64  `json:"id"`
+	Worker int    `json:"worker"`
+	Node   string `json:"node"`  // the node the call was sent to
+	Class  string `json:"class"` // the workload's name for the kind of request
+	// Invoke and Complete bound the moment the decision was made.
+	Invoke   int64 `json:"invoke"`
+	Complete int64 `json:"complete"`
+	// Limits are the enforced (non-shadow) limits the request matched. On an
+	// error or timeout they are the ones the workload expected.
+	Limits  []LimitKey `json:"limits"`
+	Cost    int64      `json:"cost"`
+	Outcome Outcome    `json:"outcome"`
+	// FallbackMode and FallbackReason are set when a failure policy made the
+	// decision (open, closed or local; owner_unreachable, redis_unavailable…).
+	FallbackMode   string        `json:"fallback_mode,omitempty"`
+	FallbackReason string        `json:"fallback_reason,omitempty"`
+	RetryAfter     time.Duration `json:"retry_after,omitempty"`
+	Err            string        `json:"err,omitempty"`
+}
+
+// Latency is how long the caller waited.
+func (o Op) Latency() time.Duration { return time.Duration(o.Complete - o.Invoke) }
+
+// Fallback reports whether a failure policy made the decision.
+func (o Op) Fallback() bool { return o.FallbackMode != "" }
+
+// EventKind says what a nemesis event is.
+type EventKind string
+
+const (
+	// FaultStart: a fault begins. Its Fault names it, Nodes are the hosts it
+	// touches.
+	FaultStart EventKind = "fault-start"
+	// FaultEnd: the fault with the same ID is healed.
+	FaultEnd EventKind = "fault-end"
+	// Info: anything else worth having in the record (a node restarted and
+	// rejoined, the workload started or stopped).
+	Info EventKind = "info"
+)
+
+// Event is one thing the nemesis (or the runner) did.
+type Event struct {
+	Time   int64     `json:"time"`
+	Kind   EventKind `json:"kind"`
+	ID     int       `json:"id,omitempty"` // pairs a FaultStart with its FaultEnd
+	Fault  string    `json:"fault,omitempty"`
+	Nodes  []string  `json:"nodes,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+	// Owners is, for a FaultStart, how many nodes may decide one fast key
+	// at once while the fault lasts and until the cluster has recovered:
+	// 1 when ownership stays unique, 2 when the documented split-ownership
+	// term applies (a partition where both sides keep Redis, a node that
+	// rejoins while the others still decide its keys). 0 means 1.
+	Owners int `json:"owners,omitempty"`
+	// Crash marks a FaultStart that loses an owner's memory (SIGKILL): the
+	// checker applies the crash-loss term and the state-survival check.
+	Crash bool `json:"crash,omitempty"`
+}
+
+// LimitSpec is one limit of the policy a run enforced, in the terms the
+// checker needs: within any window W a key admits at most Burst + W/Interval
+// units.
+type LimitSpec struct {
+	Name        string        `json:"name"`
+	Interval    time.Duration `json:"interval"` // T: one unit per Interval
+	Burst       int64         `json:"burst"`    // B
+	Consistency string        `json:"consistency"`
+	OnFailure   string        `json:"on_failure"`
+	// FallbackInterval and FallbackBurst are the per-node local fallback
+	// limit (on_failure: local).
+	FallbackInterval time.Duration `json:"fallback_interval,omitempty"`
+	FallbackBurst    int64         `json:"fallback_burst,omitempty"`
+}
+
+// Bound is B + W/T: the most a key of this limit may admit within w.
+func (l LimitSpec) Bound(w time.Duration) float64 {
+	return float64(l.Burst) + float64(w)/float64(l.Interval)
+}
+
+// FallbackBound is the same bound for one node's local fallback limit.
+func (l LimitSpec) FallbackBound(w time.Duration) float64 {
+	if l.FallbackInterval <= 0 {
+		return 0
+	}
+	return float64(l.FallbackBurst) + float64(w)/float64(l.FallbackInterval)
+}
+
+// Header describes a run.
+type Header struct {
+	Scenario string        `json:"scenario"`
+	Nodes    []string      `json:"nodes"`
+	Limits   []LimitSpec   `json:"limits"`
+	Deadline time.Duration `json:"deadline"` // each call's deadline
+	Start    int64         `json:"start"`
+}
+
+// Limit returns the spec of the named limit.
+func (h Header) Limit(name string) (LimitSpec, bool) {
+	for _, l := range h.Limits {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return LimitSpec{}, false
+}
+
+// Record is one line of a history file; exactly one field is set.
+type Record struct {
+	Header *Header `json:"header,omitempty"`
+	Op     *Op     `json:"op,omitempty"`
+	Event  *Event  `json:"event,omitempty"`
+}
+
+// Writer appends records as JSON lines. It is safe for concurrent use.
+type Writer struct {
+	mu  sync.Mutex
+	w   *bufio.Writer
+	enc *json.Encoder
+	err error
+}
+
+// NewWriter writes to w; call Flush before w is closed.
+func NewWriter(w io.Writer) *Writer {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	return &Writer{w: bw, enc: json.NewEncoder(bw)}
+}
+
+func (w *Writer) write(r Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = w.enc.Encode(r)
+	}
+	return w.err
+}
+
+// Header records the run's header; write it first.
+func (w *Writer) Header(h Header) error { return w.write(Record{Header: &h}) }
+
+// Op records one operation.
+func (w *Writer) Op(o Op) error { return w.write(Record{Op: &o}) }
+
+// Event records one nemesis event.
+func (w *Writer) Event(e Event) error { return w.write(Record{Event: &e}) }
+
+// Flush writes out what is buffered.
+func (w *Writer) Flush() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = w.w.Flush()
+	}
+	return w.err
+}
+
+// History is a whole run, read back.
+type History struct {
+	Header Header
+	Ops    []Op    // sorted by Invoke
+	Events []Event // sorted by Time
+}
+
+// Read parses a history. Several inputs may be given (the runner's events
+// and each client's operations); exactly one of them must carry the header.
+// A malformed line is an error naming its input and line; a truncated last
+// line (a run killed mid-write) is dropped.
+func Read(rs ...io.Reader) (*History, error) {
+	h := &History{}
+	headers := 0
+	for i, r := range rs {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		var pending error
+		for line := 1; sc.Scan(); line++ {
+			if pending != nil {
+				return nil, pending
+			}
+			b := sc.Bytes()
+			if len(b) == 0 {
+				continue
+			}
+			var rec Record
+			if err := json.Unmarshal(b, &rec); err != nil {
+				// Only the last line may be cut short.
+				pending = fmt.Errorf("history input %d line %d: %w", i, line, err)
+				continue
+			}
+			switch {
+			case rec.Header != nil:
+				headers++
+				h.Header = *rec.Header
+			case rec.Op != nil:
+				if !rec.Op.Outcome.Valid() {
+					return nil, fmt.Errorf("history input %d line %d: unknown outcome %q", i, line, rec.Op.Outcome)
+				}
+				h.Ops = append(h.Ops, *rec.Op)
+			case rec.Event != nil:
+				h.Events = append(h.Events, *rec.Event)
+			default:
+				return nil, fmt.Errorf("history input %d line %d: empty record", i, line)
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("history input %d: %w", i, err)
+		}
+	}
+	if headers != 1 {
+		return nil, fmt.Errorf("history has %d headers, want exactly 1", headers)
+	}
+	if len(h.Header.Limits) == 0 {
+		return nil, errors.New("history header names no limits")
+	}
+	h.Sort()
+	return h, nil
+}
+
+// Sort orders operations by invoke time and events by time.
+func (h *History) Sort() {
+	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Invoke < h.Ops[j].Invoke })
+	sort.SliceStable(h.Events, func(i, j int) bool { return h.Events[i].Time < h.Events[j].Time })
+}

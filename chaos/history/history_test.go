@@ -1,0 +1,61 @@
+package history
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRoundTrip(t *testing.T) {
+	var ops, events bytes.Buffer
+	w := NewWriter(&events)
+	hdr := Header{Scenario: "s", Nodes: []string{"n1"}, Deadline: time.Second,
+		Limits: []LimitSpec{{Name: "a", Interval: 100 * time.Millisecond, Burst: 5}}}
+	if err := w.Header(hdr); err != nil {
+		t.Fatal(err)
+	}
+	w.Event(Event{Time: 5, Kind: FaultStart, ID: 1, Fault: "kill", Nodes: []string{"n1"}, Crash: true})
+	w.Flush()
+	ow := NewWriter(&ops)
+	ow.Op(Op{ID: 2, Invoke: 20, Complete: 30, Outcome: Denied, Cost: 1, Limits: []LimitKey{{Name: "a", Key: "k"}}})
+	ow.Op(Op{ID: 1, Invoke: 10, Complete: 40, Outcome: Allowed, Cost: 1, FallbackMode: "local"})
+	ow.Flush()
+	h, err := Read(&events, &ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Header.Scenario != "s" || len(h.Ops) != 2 || len(h.Events) != 1 {
+		t.Fatalf("got %+v", h)
+	}
+	if h.Ops[0].ID != 1 || !h.Ops[0].Fallback() || h.Ops[0].Latency() != 30 {
+		t.Fatalf("ops not sorted by invoke or fields lost: %+v", h.Ops)
+	}
+	if !h.Events[0].Crash {
+		t.Fatal("crash flag lost")
+	}
+	if b := hdr.Limits[0].Bound(time.Second); b != 15 {
+		t.Fatalf("bound = %v, want 15", b)
+	}
+}
+
+func TestReadRejectsBadInput(t *testing.T) {
+	hdr := `{"header":{"scenario":"s","limits":[{"name":"a","interval":1,"burst":1}]}}` + "\n"
+	for name, in := range map[string]string{
+		"no header":   `{"op":{"id":1,"outcome":"allowed"}}` + "\n",
+		"two headers": hdr + hdr,
+		"bad outcome": hdr + `{"op":{"id":1,"outcome":"maybe"}}` + "\n",
+		"bad middle":  hdr + "{nope\n" + `{"op":{"id":1,"outcome":"allowed"}}` + "\n",
+		"empty rec":   hdr + "{}\n",
+		"no limits":   `{"header":{"scenario":"s"}}` + "\n",
+	} {
+		if _, err := Read(strings.NewReader(in)); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	// A run killed mid-write leaves a cut last line: the prefix still reads.
+	h, err := Read(strings.NewReader(hdr + `{"op":{"id":1,"outcome":"allowed"}}` + "\n" + `{"op":{"id":2,"out`))
+	if err != nil || len(h.Ops) != 1 {
+		t.Fatalf("truncated tail: %v %+v", err, h)
+	}
+}

@@ -1,0 +1,95 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/weirhq/weir/chaos/history"
+	"github.com/weirhq/weir/chaos/workload"
+	"github.com/weirhq/weir/policy"
+)
+
+// policyYAML is the policy every chaos node enforces. Its numbers are
+// chosen so the checker can tell the outcomes apart: the hot tenants are
+// offered far more than their rate, and a tenant's burst takes 15 s to
+// refill, longer than the cluster takes to notice a dead owner (about 5 s),
+// so an owner that restarted a key from a full burst would show.
+const policyYAML = `version: chaos.1
+unknown_descriptors: reject
+tenant_descriptor: tenant
+defaults:
+  consistency: fast
+  on_failure: open
+limits:
+  # Fast, local fallback: the composite of tenant and user.
+  - name: tenant
+    match: [tenant]
+    rate: 2/s
+    burst: 30
+    on_failure: local
+    fallback_rate: 1/s
+    fallback_burst: 2
+  - name: user
+    match: [tenant, user]
+    group: tenant
+    rate: 10/s
+    burst: 10
+    on_failure: local
+    fallback_rate: 1/s
+    fallback_burst: 2
+  # Strict, fail closed: a login limit decided in Redis.
+  - name: login
+    match: [login]
+    rate: 2/s
+    burst: 20
+    consistency: strict
+    on_failure: closed
+  # Fast, fail open.
+  - name: api
+    match: [api]
+    rate: 5/s
+    burst: 10
+    on_failure: open
+`
+
+// classes is the workload's request mix, about 300 calls a second.
+func classes() []workload.Class {
+	return []workload.Class{
+		// Three hot tenants at ~50/s each against 2/s, users spread.
+		{Name: "hot", Weight: 150, Keys: 3, Cost: 1, Limits: []string{"tenant", "user"},
+			Descriptors: map[string]string{"tenant": "hot-{k}", "user": "u{r}"}, Spread: 20},
+		// Cold tenants: thousands of keys, each rarely used.
+		{Name: "cold", Weight: 80, Keys: 5000, Cost: 1, Limits: []string{"tenant", "user"},
+			Descriptors: map[string]string{"tenant": "cold-{k}", "user": "u"}},
+		// Two login accounts at 12/s against 2/s, cost 1.
+		{Name: "login", Weight: 24, Keys: 2, Cost: 1, Limits: []string{"login"},
+			Descriptors: map[string]string{"login": "acct-{k}"}},
+		// Two API keys at 20/s against 5/s, cost 2.
+		{Name: "api", Weight: 40, Keys: 2, Cost: 2, Limits: []string{"api"},
+			Descriptors: map[string]string{"api": "key-{k}"}},
+	}
+}
+
+// hotGroups are the groups whose owners a targeted nemesis picks.
+var hotGroups = []string{"hot-0", "acct-0", "key-0"}
+
+// limitSpecs describes the policy's limits for the history header.
+func limitSpecs() ([]history.LimitSpec, error) {
+	p, err := policy.Parse("chaos", []byte(policyYAML))
+	if err != nil {
+		return nil, fmt.Errorf("chaos policy: %w", err)
+	}
+	var out []history.LimitSpec
+	for _, l := range p.Limits {
+		out = append(out, history.LimitSpec{
+			Name:             l.Name,
+			Interval:         time.Duration(l.Params.Interval) * time.Microsecond,
+			Burst:            l.Params.Burst,
+			Consistency:      string(l.Consistency),
+			OnFailure:        string(l.OnFailure),
+			FallbackInterval: time.Duration(l.Fallback.Interval) * time.Microsecond,
+			FallbackBurst:    l.Fallback.Burst,
+		})
+	}
+	return out, nil
+}

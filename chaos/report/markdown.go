@@ -1,0 +1,346 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/chaos/checker"
+)
+
+// maxStateRows caps the state-survival checks listed one by one per
+// scenario; failed checks are always listed first.
+const maxStateRows = 20
+
+// Markdown writes a report over results: a summary table with one row per
+// scenario, then per scenario its faults, its limits, its violations and
+// its state-survival checks.
+func Markdown(w io.Writer, results []checker.Result) error {
+	var buf bytes.Buffer
+	bw := bufio.NewWriter(&buf)
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+
+	pass := 0
+	for _, r := range results {
+		if r.OK() {
+			pass++
+		}
+	}
+	p("# weir chaos report\n\n")
+	p("%d of %d scenarios passed.\n\n", pass, len(results))
+	p("| scenario | ops | admitted / bound (worst window) | worst excess | fallback decisions | availability healthy / fault / recovery | p99 healthy / fault / recovery | verdict |\n")
+	p("|---|--:|---|--:|---|---|---|---|\n")
+	for _, r := range results {
+		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Scenario), r.Ops, cell(worstCell(r)), excessCell(r), cell(fallbackCell(r.Fallback)),
+			perPhase(r, availability), perPhase(r, p99), verdict(r.OK()))
+	}
+	p("\n")
+	for _, r := range results {
+		scenario(bw, r)
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	out := append(bytes.TrimRight(buf.Bytes(), "\n"), '\n')
+	_, err := w.Write(out)
+	return err
+}
+
+// scenario writes the details of one result.
+func scenario(bw *bufio.Writer, r checker.Result) {
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	p("## %s: %s\n\n", inline(r.Scenario), verdict(r.OK()))
+
+	if len(r.Faults) == 0 {
+		p("No faults.\n\n")
+	} else {
+		p("Faults:\n\n")
+		for _, f := range r.Faults {
+			p("- %s\n", faultLine(r, f))
+		}
+		p("\n")
+	}
+
+	if len(r.Limits) > 0 {
+		p("| limit | T / B | consistency | on failure | admitted | worst window | admitted / allowance | excess | fallback admitted | result |\n")
+		p("|---|---|---|---|--:|---|---|--:|---|---|\n")
+		for _, l := range r.Limits {
+			p("| %s | %s / %d | %s | %s | %d | %s | %s | %s | %s | %s |\n",
+				cell(l.Spec.Name), l.Spec.Interval, l.Spec.Burst, cell(l.Spec.Consistency), cell(l.Spec.OnFailure),
+				l.Admitted, cell(windowCell(r, l.Worst)), allowanceCell(l.Worst), excess(l.Worst),
+				cell(fallbackAdmitted(l)), verdict(l.Pass))
+		}
+		p("\n")
+	}
+
+	if len(r.Errors) > 0 {
+		p("Errors:\n\n")
+		for _, e := range r.Errors {
+			p("- %s\n", oneLine(e))
+		}
+		p("\n")
+	}
+	if len(r.Violations) == 0 {
+		p("No violations.\n\n")
+	} else {
+		p("Violations:\n\n")
+		for _, v := range r.Violations {
+			p("- %s\n", oneLine(v))
+		}
+		p("\n")
+	}
+	stateSummary(bw, r)
+	if len(r.Notes) > 0 {
+		p("Notes:\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", oneLine(n))
+		}
+		p("\n")
+	}
+}
+
+// stateSummary writes the state-survival checks of r.
+func stateSummary(bw *bufio.Writer, r checker.Result) {
+	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
+	st := r.State
+	switch {
+	case len(st.Checks) == 0 && len(st.Skipped) == 0:
+		p("State survival: no crash, nothing to check.\n\n")
+		return
+	case len(st.Checks) == 0:
+		p("State survival: no key was saturated at a crash.\n\n")
+	default:
+		p("State survival: %d checks, %d failed.\n\n", len(st.Checks), st.Failed)
+		checks := append([]checker.StateCheck(nil), st.Checks...)
+		sort.SliceStable(checks, func(i, j int) bool { return !checks[i].Pass && checks[j].Pass })
+		p("| limit | key | fault | edge | at | admitted / allowed | result |\n")
+		p("|---|---|---|---|--:|---|---|\n")
+		for i, c := range checks {
+			if i == maxStateRows {
+				p("\n%d more checks not listed.\n\n", len(checks)-maxStateRows)
+				break
+			}
+			p("| %s | %s | %s | %s | %.1fs | %d / %s in %s | %s |\n", cell(c.Limit), cell(c.Key), cell(c.Fault),
+				c.Edge, seconds(c.At, r.Start), c.Admitted, checker.Units(c.Allowed), c.Width, verdict(c.Pass))
+		}
+		if len(checks) <= maxStateRows {
+			p("\n")
+		}
+	}
+	if len(st.Skipped) > 0 {
+		p("Not checked for state survival:\n\n")
+		for _, s := range st.Skipped {
+			p("- %s\n", oneLine(s))
+		}
+		p("\n")
+	}
+}
+
+func faultLine(r checker.Result, f checker.Fault) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", inline(f.Name))
+	if len(f.Nodes) > 0 {
+		fmt.Fprintf(&b, " on %s", oneLine(strings.Join(f.Nodes, ", ")))
+	}
+	end := fmt.Sprintf("%.1fs", seconds(f.End, r.Start))
+	if !f.Ended {
+		end = "end (never healed)"
+	}
+	fmt.Fprintf(&b, ": %.1fs to %s", seconds(f.Start, r.Start), end)
+	if f.Owners > 1 {
+		fmt.Fprintf(&b, ", up to %d owners", f.Owners)
+	}
+	if f.Crash {
+		b.WriteString(", crash")
+	}
+	return b.String()
+}
+
+// worstCell is "admitted / bound (width, limit)" of the worst window of
+// the run.
+func worstCell(r checker.Result) string {
+	l, ok := r.Worst()
+	if !ok {
+		return "-"
+	}
+	w := l.Worst
+	return fmt.Sprintf("%d / %s (%s, %s)", w.Admitted+w.Fallback, checker.Units(w.Bound), w.Width, l.Spec.Name)
+}
+
+func excessCell(r checker.Result) string {
+	l, ok := r.Worst()
+	if !ok {
+		return "-"
+	}
+	return excess(l.Worst)
+}
+
+func excess(w checker.Window) string {
+	if w.Key == "" {
+		return "-"
+	}
+	if w.Excess > 0 {
+		return "+" + checker.Units(w.Excess)
+	}
+	return checker.Units(w.Excess)
+}
+
+// windowCell describes where a limit's worst window was.
+func windowCell(r checker.Result, w checker.Window) string {
+	if w.Key == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s at %.1fs, %s", w.Key, seconds(w.Start, r.Start), w.Width)
+}
+
+func allowanceCell(w checker.Window) string {
+	if w.Key == "" {
+		return "-"
+	}
+	s := fmt.Sprintf("%d / %s", w.Admitted, checker.Units(w.Allowance))
+	var terms []string
+	if w.Owners > 1 {
+		terms = append(terms, fmt.Sprintf("×%d owners", w.Owners))
+	}
+	if w.Crashes > 0 {
+		terms = append(terms, fmt.Sprintf("+%d crash", w.Crashes))
+	}
+	if len(terms) > 0 {
+		s += " (" + strings.Join(terms, ", ") + ")"
+	}
+	if w.Fallback > 0 {
+		fb := "unbounded"
+		if !w.FallbackUnbounded {
+			fb = checker.Units(w.FallbackAllowance)
+		}
+		s += fmt.Sprintf("; fallback %d / %s", w.Fallback, fb)
+	}
+	return s
+}
+
+// fallbackCell is "local 120 (adm 40), closed 12".
+func fallbackCell(fb map[string]checker.FallbackStats) string {
+	var parts []string
+	for _, mode := range sortedModes(fb) {
+		st := fb[mode]
+		if st.Decisions == 0 {
+			continue
+		}
+		s := fmt.Sprintf("%s %d", mode, st.Decisions)
+		if st.Allowed > 0 {
+			s += fmt.Sprintf(" (adm %d)", st.Allowed)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func fallbackAdmitted(l checker.LimitResult) string {
+	var parts []string
+	for _, mode := range sortedModes(l.FallbackAdmitted) {
+		if n := l.FallbackAdmitted[mode]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", mode, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func sortedModes[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// perPhase joins f over the phases, "-" for a phase without operations.
+func perPhase(r checker.Result, f func(checker.PhaseStats) string) string {
+	parts := make([]string, 0, len(checker.Phases))
+	for _, ph := range checker.Phases {
+		st := r.Phase(ph)
+		s := "-"
+		if st.Ops > 0 {
+			s = f(st)
+			if !st.Pass {
+				s = "**" + s + "**"
+			}
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, " / ")
+}
+
+func availability(st checker.PhaseStats) string {
+	return fmt.Sprintf("%.2f%%", 100*st.Availability)
+}
+
+func p99(st checker.PhaseStats) string {
+	if st.Allowed+st.Denied == 0 {
+		return "n/a"
+	}
+	return duration(st.P99)
+}
+
+// duration rounds d for a table: µs below a millisecond, ms below a second.
+func duration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d.Microseconds())
+	case d < time.Second:
+		return trimZero(fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))) + "ms"
+	}
+	return trimZero(fmt.Sprintf("%.2f", d.Seconds())) + "s"
+}
+
+func trimZero(s string) string {
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(s, "0")
+		s = strings.TrimSuffix(s, ".")
+	}
+	return s
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "**PASS**"
+	}
+	return "**FAIL**"
+}
+
+func seconds(t, start int64) float64 { return float64(t-start) / 1e9 }
+
+// cell makes s safe inside a table cell.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.ReplaceAll(oneLine(s), "|", `\|`)
+}
+
+// escaper keeps text from being read as Markdown emphasis, code or HTML.
+var escaper = strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;")
+
+// oneLine keeps s on one line of Markdown, as plain text.
+func oneLine(s string) string {
+	return escaper.Replace(strings.Join(strings.Fields(s), " "))
+}
+
+// inline is s for a heading or list item: on one line, or "(unnamed)".
+func inline(s string) string {
+	if s = oneLine(s); s == "" {
+		return "(unnamed)"
+	}
+	return s
+}

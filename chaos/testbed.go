@@ -1,0 +1,323 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/weirhq/weir/chaos/history"
+	"github.com/weirhq/weir/chaos/netlab"
+	"github.com/weirhq/weir/ring"
+)
+
+// Ports every node listens on, at its own address.
+const (
+	grpcPort   = 8081
+	httpPort   = 8080
+	gossipPort = 7946
+	redisPort  = 6379
+)
+
+// Node is one weir node of the testbed.
+type Node struct {
+	Name string
+	Host *netlab.Host
+
+	mu   sync.Mutex
+	proc *netlab.Proc
+}
+
+// GRPCAddr is where clients reach the node.
+func (n *Node) GRPCAddr() string { return net.JoinHostPort(n.Host.IP(), strconv.Itoa(grpcPort)) }
+
+func (n *Node) httpURL(path string) string {
+	return "http://" + net.JoinHostPort(n.Host.IP(), strconv.Itoa(httpPort)) + path
+}
+
+// Proc is the node's current process (a new one after each restart).
+func (n *Node) Proc() *netlab.Proc {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+// testbed is one scenario's cluster: the lab, redis-server, the nodes, the
+// client's host, and the event log.
+type testbed struct {
+	lab      *netlab.Lab
+	dir      string
+	nodeBin  string
+	policy   string
+	redis    *netlab.Host
+	redisP   *netlab.Proc
+	nodes    []*Node
+	client   *netlab.Host
+	events   *history.Writer
+	logf     func(format string, args ...any)
+	faultSeq int
+}
+
+// newTestbed builds the network and starts redis-server and n nodes, and
+// waits until every node sees the whole cluster. On error it has already
+// cleaned up what it made.
+func newTestbed(ctx context.Context, dir, nodeBin string, n int, events *history.Writer, logf func(string, ...any)) (tb *testbed, err error) {
+	lab, err := netlab.New("chaos")
+	if err != nil {
+		return nil, err
+	}
+	tb = &testbed{lab: lab, dir: dir, nodeBin: nodeBin, events: events, logf: logf}
+	defer func() {
+		if err != nil {
+			tb.close()
+			tb = nil
+		}
+	}()
+	tb.policy = filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(tb.policy, []byte(policyYAML), 0o644); err != nil {
+		return nil, err
+	}
+	if tb.redis, err = lab.AddHost("redis"); err != nil {
+		return nil, err
+	}
+	for i := 1; i <= n; i++ {
+		h, err := lab.AddHost(fmt.Sprintf("n%d", i))
+		if err != nil {
+			return nil, err
+		}
+		tb.nodes = append(tb.nodes, &Node{Name: h.Name(), Host: h})
+	}
+	if tb.client, err = lab.AddHost("client"); err != nil {
+		return nil, err
+	}
+	if err := tb.startRedis(ctx); err != nil {
+		return nil, err
+	}
+	for _, node := range tb.nodes {
+		if err := tb.startNode(node); err != nil {
+			return nil, err
+		}
+	}
+	if err := tb.waitConverged(ctx, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return tb, nil
+}
+
+func (tb *testbed) close() error {
+	return tb.lab.Close()
+}
+
+func (tb *testbed) redisAddr() string {
+	return net.JoinHostPort(tb.redis.IP(), strconv.Itoa(redisPort))
+}
+
+// startRedis runs redis-server with an fsync-always append-only file, so a
+// SIGKILLed Redis comes back with every write it acknowledged: the chaos
+// suite tests weir, not Redis's durability settings.
+func (tb *testbed) startRedis(ctx context.Context) error {
+	data := filepath.Join(tb.dir, "redis")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return err
+	}
+	cmd := tb.redis.Command("redis-server",
+		"--bind", tb.redis.IP(), "--port", strconv.Itoa(redisPort),
+		"--protected-mode", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+		"--dir", data, "--daemonize", "no")
+	p, err := tb.redis.Start(cmd, filepath.Join(tb.dir, "redis.log"))
+	if err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
+	}
+	tb.redisP = p
+	return waitUntil(ctx, 10*time.Second, "redis-server to answer PING", func() error { return ping(tb.redisAddr()) })
+}
+
+// ping sends one Redis PING.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(500 * time.Millisecond))
+	if _, err := io.WriteString(c, "PING\r\n"); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("redis answered %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// startNode starts (or restarts) a node's process. Every node joins all
+// the others, so any of them may come back first.
+func (tb *testbed) startNode(n *Node) error {
+	var join []string
+	for _, o := range tb.nodes {
+		if o != n {
+			join = append(join, net.JoinHostPort(o.Host.IP(), strconv.Itoa(gossipPort)))
+		}
+	}
+	ip := n.Host.IP()
+	cmd := n.Host.Command(tb.nodeBin,
+		"--node-name", n.Name,
+		"--grpc-addr", net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
+		"--http-addr", net.JoinHostPort(ip, strconv.Itoa(httpPort)),
+		"--gossip-addr", net.JoinHostPort(ip, strconv.Itoa(gossipPort)),
+		"--join", strings.Join(join, ","),
+		"--redis-addr", tb.redisAddr(),
+		"--policy", tb.policy,
+		"--shutdown-timeout", "5s")
+	p, err := n.Host.Start(cmd, filepath.Join(tb.dir, n.Name+".log"))
+	if err != nil {
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	n.mu.Lock()
+	n.proc = p
+	n.mu.Unlock()
+	return nil
+}
+
+// members reads a node's view of the cluster size from its /metrics.
+func members(n *Node) (int, error) {
+	c := http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := c.Get(n.httpURL("/metrics"))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "weir_cluster_members "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int(f), err
+		}
+	}
+	return 0, errors.New("no weir_cluster_members in /metrics")
+}
+
+// waitConverged waits until every node answers and counts every node as a
+// member.
+func (tb *testbed) waitConverged(ctx context.Context, limit time.Duration) error {
+	return waitUntil(ctx, limit, "every node to see the whole cluster", func() error {
+		for _, n := range tb.nodes {
+			m, err := members(n)
+			if err != nil {
+				return fmt.Errorf("%s: %w", n.Name, err)
+			}
+			if m != len(tb.nodes) {
+				return fmt.Errorf("%s sees %d of %d members", n.Name, m, len(tb.nodes))
+			}
+		}
+		return nil
+	})
+}
+
+// owner is the node that owns group when every node is up: the same ring
+// the nodes build.
+func (tb *testbed) owner(group string) *Node {
+	names := make([]string, len(tb.nodes))
+	for i, n := range tb.nodes {
+		names[i] = n.Name
+	}
+	r, err := ring.New(ring.DefaultConfig(), names...)
+	if err != nil {
+		return tb.nodes[0]
+	}
+	name, _ := r.Owner(group)
+	for _, n := range tb.nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return tb.nodes[0]
+}
+
+// stopNode sends SIGTERM and waits for a graceful exit (hand-off, leave).
+func (tb *testbed) stopNode(ctx context.Context, n *Node, limit time.Duration) error {
+	p := n.Proc()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-p.Done():
+		return nil
+	case <-time.After(limit):
+		p.Kill()
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", n.Name, limit)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// event records what the nemesis did.
+func (tb *testbed) event(e history.Event) {
+	e.Time = time.Now().UnixNano()
+	tb.events.Event(e)
+	tb.events.Flush()
+	what := e.Fault
+	if what == "" {
+		what = e.Detail
+	}
+	tb.logf("  %s %s %v", e.Kind, what, e.Nodes)
+}
+
+// waitUntil polls check every 100 ms until it succeeds, limit passes (the
+// error names what was awaited and check's last error), or ctx is done.
+func waitUntil(ctx context.Context, limit time.Duration, what string, check func() error) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %s for %s: %w", limit, what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func nodeNames(ns []*Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = n.Name
+	}
+	return out
+}
+
+func hosts(ns []*Node) []*netlab.Host {
+	out := make([]*netlab.Host, len(ns))
+	for i, n := range ns {
+		out[i] = n.Host
+	}
+	return out
+}

@@ -1,0 +1,238 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/chaos/history"
+)
+
+// Target is one node the workload may call.
+type Target struct {
+	Name string `json:"name"`
+	Addr string `json:"addr"` // gRPC host:port
+}
+
+// Class is one kind of request. Each call of the class picks one of Keys
+// key indexes (uniformly) and sends Descriptors with every "{k}" in a value
+// replaced by that index, and every "{r}" by a number drawn from [0, Spread)
+// (a second, independent dimension, such as the users of a hot tenant).
+type Class struct {
+	Name        string            `json:"name"`
+	Weight      float64           `json:"weight"` // share of the offered rate
+	Keys        int               `json:"keys"`
+	Descriptors map[string]string `json:"descriptors"`
+	Cost        int64             `json:"cost"`
+	Spread      int               `json:"spread,omitempty"`
+	// Limits are the enforced limits a call of this class is expected to
+	// match; they are recorded when the call gets no answer.
+	Limits []string `json:"limits"`
+}
+
+// Config is a workload.
+type Config struct {
+	Targets  []Target      `json:"targets"`
+	Classes  []Class       `json:"classes"`
+	Rate     float64       `json:"rate"`     // calls per second, all classes together
+	Duration time.Duration `json:"duration"` // stop offering after this long
+	Deadline time.Duration `json:"deadline"` // each call's deadline
+	// MaxInFlight caps concurrent calls; a call that would exceed it is
+	// recorded as a timeout at once (the caller could not even send it).
+	MaxInFlight int    `json:"max_in_flight"`
+	Seed        uint64 `json:"seed"`
+	// Worker numbers this client's operations, so several clients' histories
+	// can be merged.
+	Worker int `json:"worker"`
+}
+
+// Validate reports what is wrong with c.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Targets) == 0 {
+		errs = append(errs, errors.New("workload: no targets"))
+	}
+	if len(c.Classes) == 0 {
+		errs = append(errs, errors.New("workload: no classes"))
+	}
+	for _, cl := range c.Classes {
+		if cl.Name == "" || cl.Weight <= 0 || cl.Keys <= 0 || cl.Cost <= 0 || cl.Spread < 0 || len(cl.Descriptors) == 0 {
+			errs = append(errs, fmt.Errorf("workload: class %q needs a name, weight > 0, keys > 0, cost > 0, spread >= 0 and descriptors", cl.Name))
+		}
+	}
+	if c.Rate <= 0 || c.Duration <= 0 || c.Deadline <= 0 || c.MaxInFlight <= 0 {
+		errs = append(errs, fmt.Errorf("workload: rate (%v), duration (%s), deadline (%s) and max_in_flight (%d) must be positive",
+			c.Rate, c.Duration, c.Deadline, c.MaxInFlight))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Ops      int64
+	Outcomes map[history.Outcome]int64
+}
+
+// Run offers the workload until Duration has passed or ctx is done, then
+// waits for the calls in flight and returns. Every call is written to w.
+func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
+	if err := cfg.Validate(); err != nil {
+		return Stats{}, err
+	}
+	clients := make([]weirv1.RateLimiterClient, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		// Reconnect quickly after a node restarts: the default backoff grows
+		// to two minutes, which would hide a recovered node from the run.
+		conn, err := grpc.NewClient(t.Addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 500 * time.Millisecond},
+				MinConnectTimeout: cfg.Deadline,
+			}))
+		if err != nil {
+			return Stats{}, fmt.Errorf("workload: dial %s (%s): %w", t.Name, t.Addr, err)
+		}
+		defer conn.Close()
+		clients[i] = weirv1.NewRateLimiterClient(conn)
+	}
+
+	var total float64
+	for _, cl := range cfg.Classes {
+		total += cl.Weight
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)))
+	var (
+		wg       sync.WaitGroup
+		inFlight atomic.Int64
+		mu       sync.Mutex
+		stats    = Stats{Outcomes: map[history.Outcome]int64{}}
+		werr     error
+	)
+	record := func(op history.Op) {
+		mu.Lock()
+		defer mu.Unlock()
+		stats.Ops++
+		stats.Outcomes[op.Outcome]++
+		if err := w.Op(op); err != nil && werr == nil {
+			werr = err
+		}
+	}
+
+	interval := time.Duration(float64(time.Second) / cfg.Rate)
+	start := time.Now()
+	end := start.Add(cfg.Duration)
+	for i := int64(0); ; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if !due.Before(end) {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		// Draw everything from the one generator here, so a seed replays.
+		x := rng.Float64() * total
+		ci := 0
+		for ci < len(cfg.Classes)-1 && x >= cfg.Classes[ci].Weight {
+			x -= cfg.Classes[ci].Weight
+			ci++
+		}
+		cl := &cfg.Classes[ci]
+		key, spread := rng.IntN(cl.Keys), 0
+		if cl.Spread > 0 {
+			spread = rng.IntN(cl.Spread)
+		}
+		ti := rng.IntN(len(cfg.Targets))
+		op := history.Op{ID: i, Worker: cfg.Worker, Node: cfg.Targets[ti].Name, Class: cl.Name, Cost: cl.Cost}
+		desc := descriptors(cl, key, spread)
+		if inFlight.Add(1) > int64(cfg.MaxInFlight) {
+			inFlight.Add(-1)
+			now := time.Now().UnixNano()
+			op.Invoke, op.Complete, op.Outcome = now, now, history.Timeout
+			op.Err = "client: too many calls in flight"
+			op.Limits = expected(cl)
+			record(op)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer inFlight.Add(-1)
+			record(call(clients[ti], cl, desc, op, cfg.Deadline))
+		}()
+	}
+	wg.Wait()
+	if err := w.Flush(); err != nil && werr == nil {
+		werr = err
+	}
+	return stats, werr
+}
+
+// call makes one Decide call and describes it as an operation.
+func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op history.Op, deadline time.Duration) history.Op {
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	op.Invoke = time.Now().UnixNano()
+	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: desc, Cost: cl.Cost})
+	op.Complete = time.Now().UnixNano()
+	if err != nil {
+		op.Limits = expected(cl)
+		op.Err = err.Error()
+		op.Outcome = history.Error
+		// A call that used up its deadline timed out, whatever error the
+		// transport surfaced first.
+		if status.Code(err) == codes.DeadlineExceeded || ctx.Err() != nil || op.Latency() >= deadline {
+			op.Outcome = history.Timeout
+		}
+		return op
+	}
+	op.Outcome = history.Denied
+	if resp.GetAllowed() {
+		op.Outcome = history.Allowed
+	}
+	if fb := resp.GetFallback(); fb != nil {
+		op.FallbackMode, op.FallbackReason = fb.GetMode(), fb.GetReason()
+	}
+	op.RetryAfter = resp.GetRetryAfter().AsDuration()
+	for _, l := range resp.GetLimits() {
+		if !l.GetShadow() {
+			op.Limits = append(op.Limits, history.LimitKey{Name: l.GetName(), Key: l.GetKey(), Denied: !l.GetAllowed()})
+		}
+	}
+	return op
+}
+
+func descriptors(cl *Class, key, spread int) map[string]string {
+	r := strings.NewReplacer("{k}", strconv.Itoa(key), "{r}", strconv.Itoa(spread))
+	d := make(map[string]string, len(cl.Descriptors))
+	for name, v := range cl.Descriptors {
+		d[name] = r.Replace(v)
+	}
+	return d
+}
+
+func expected(cl *Class) []history.LimitKey {
+	out := make([]history.LimitKey, len(cl.Limits))
+	for i, name := range cl.Limits {
+		out[i] = history.LimitKey{Name: name}
+	}
+	return out
+}

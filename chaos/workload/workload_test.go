@@ -1,0 +1,126 @@
+package workload
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/weirhq/weir/chaos/history"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/server"
+)
+
+// node serves the built-in policy from memory over real gRPC.
+func node(t *testing.T) string {
+	t.Helper()
+	lim, err := limiter.New(limiter.DefaultConfig(), policy.Static(policy.Builtin()),
+		limiter.MemoryStore(memstore.New(memstore.DefaultConfig())), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	server.RegisterGRPC(s, lim, nil)
+	go s.Serve(ln)
+	t.Cleanup(s.Stop)
+	return ln.Addr().String()
+}
+
+// blackhole accepts connections and never answers.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return ln.Addr().String()
+}
+
+func TestRunRecordsEveryOutcome(t *testing.T) {
+	cfg := Config{
+		Targets: []Target{{Name: "up", Addr: node(t)}, {Name: "hole", Addr: blackhole(t)}},
+		Classes: []Class{{Name: "hot", Weight: 1, Keys: 1, Cost: 1, Limits: []string{"per-user", "per-tenant"},
+			Descriptors: map[string]string{"tenant": "t{k}", "user": "u"}}},
+		Rate: 200, Duration: time.Second, Deadline: 100 * time.Millisecond, MaxInFlight: 1000, Seed: 1,
+	}
+	var buf bytes.Buffer
+	w := history.NewWriter(&buf)
+	w.Header(history.Header{Scenario: "t", Limits: []history.LimitSpec{{Name: "per-user", Interval: 200 * time.Millisecond, Burst: 3}}})
+	st, err := Run(context.Background(), cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ops != 200 || len(h.Ops) != 200 {
+		t.Fatalf("ops: stats %d, history %d; want 200", st.Ops, len(h.Ops))
+	}
+	byNode := map[string]map[history.Outcome]int{"up": {}, "hole": {}}
+	for _, op := range h.Ops {
+		byNode[op.Node][op.Outcome]++
+		switch {
+		case op.Node == "hole" && op.Outcome.Answered():
+			t.Fatalf("a call to a node that never answers answered %s after %s: %s", op.Outcome, op.Latency(), op.Err)
+		case op.Node == "hole" && op.Latency() > 150*time.Millisecond:
+			t.Fatalf("a timed-out call waited %s, past its 100ms deadline", op.Latency())
+		case op.Node == "up" && op.Outcome.Answered() && (len(op.Limits) != 2 || op.Limits[0].Key == ""):
+			t.Fatalf("answered call without its limit keys: %+v", op)
+		}
+	}
+	// The built-in per-user limit is 5/s burst 3: over one second a single
+	// key admits about 3 + 5, and the rest are denied.
+	up := byNode["up"]
+	if up[history.Allowed] < 6 || up[history.Allowed] > 9 || up[history.Denied] == 0 {
+		t.Fatalf("outcomes at the live node: %v", up)
+	}
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	cfg := Config{
+		Targets: []Target{{Name: "up", Addr: node(t)}},
+		Classes: []Class{{Name: "c", Weight: 1, Keys: 10, Cost: 1, Descriptors: map[string]string{"tenant": "t{k}"}}},
+		Rate:    100, Duration: time.Hour, Deadline: time.Second, MaxInFlight: 10,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var buf bytes.Buffer
+	st, err := Run(ctx, cfg, history.NewWriter(&buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Ops < 20 || st.Ops > 40 {
+		t.Fatalf("ran %d ops in 300ms at 100/s", st.Ops)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := (Config{}).Validate(); err == nil {
+		t.Fatal("empty config accepted")
+	}
+	bad := Config{Targets: []Target{{"a", "x:1"}}, Classes: []Class{{Name: "c", Weight: 1, Keys: 0, Cost: 1,
+		Descriptors: map[string]string{"a": "b"}}}, Rate: 1, Duration: 1, Deadline: 1, MaxInFlight: 1}
+	if err := bad.Validate(); err == nil {
+		t.Fatal("class with zero keys accepted")
+	}
+}
