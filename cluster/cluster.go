@@ -187,20 +187,66 @@ func blame(ctx context.Context, err error) error {
 
 // HandleDecide answers work forwarded by peers: it decides the items this
 // node owns and names the owner it believes in for the rest.
+//
+// The sender gives up at its forward deadline and counts that against this
+// node's breaker, which would then fail every group this node owns. So the
+// answer must arrive in time even when Redis is slow: work that needs Redis
+// stops a quarter of the sender's remaining time early and the item answers
+// with its error (the sender's owner_failed), and items that need Redis are
+// decided concurrently, so one slow load cannot hold back the items this
+// node can decide from memory.
 func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.Item) []peer.Result {
+	ctx, cancel := replyContext(ctx)
+	defer cancel()
 	results := make([]peer.Result, len(items))
-	for i := range items {
+	decide := func(i int) {
 		it := &items[i]
-		if owner := c.owner(it.Group); owner != c.cfg.LocalName {
-			results[i].NotOwner = owner
-			continue
-		}
 		r := limiter.StoreRequest{Group: it.Group, Keys: it.Keys, Limits: it.Limits, Cost: it.Cost, Now: it.Now, Strict: it.Strict}
 		out := make([]gcra.Result, len(it.Keys))
 		agg, err := c.decideLocal(ctx, &r, out)
 		results[i] = peer.Result{Overall: agg, Results: out, Err: err}
 	}
+	var slow sync.WaitGroup
+	for i := range items {
+		it := &items[i]
+		switch owner := c.owner(it.Group); {
+		case owner != c.cfg.LocalName:
+			results[i].NotOwner = owner
+		case c.inMemory(it):
+			decide(i)
+		default:
+			slow.Go(func() { decide(i) })
+		}
+	}
+	slow.Wait()
 	return results
+}
+
+// replyContext ends a quarter of ctx's remaining time before ctx does,
+// leaving that much for the answer to travel back.
+func replyContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, d.Add(-time.Until(d)/4))
+}
+
+// inMemory reports whether it can be decided without Redis: a fast item
+// whose keys this node holds, or any item when there is no Redis.
+func (c *Cluster) inMemory(it *peer.Item) bool {
+	if c.deps.Redis == nil {
+		return true
+	}
+	if it.Strict && c.strict != nil {
+		return false
+	}
+	for _, k := range it.Keys {
+		if !c.deps.Mem.Has(it.Group, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // owner is the node that decides group; this node while the ring is empty.

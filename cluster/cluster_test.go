@@ -362,3 +362,37 @@ func (f timeoutForwarder) Decide(ctx context.Context, addr string, it peer.Item)
 	defer cancel()
 	return f.Forwarder.Decide(ctx, addr, it)
 }
+
+// A paused Redis must not make a healthy owner look unreachable: the owner
+// answers a forwarded batch before the sender's deadline, deciding what it
+// holds in memory and failing only the item that needed Redis.
+func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
+	tc := newTestCluster(t, 2, true)
+	owner := tc.nodes["node-0"].cluster.owner("t1")
+	node := tc.nodes[owner].cluster
+	hot := map[string]string{"tenant": "t1", "user": "u1"}
+	if d := tc.decide(owner, hot); d.Fallback != nil || !d.Allowed {
+		t.Fatalf("warm-up: %+v", d)
+	}
+	item := func(user string) peer.Item {
+		keys := []string{"weir:{t1}:per-user:t1:" + user, "weir:{t1}:per-tenant:t1"}
+		return peer.Item{Group: "t1", Keys: keys, Limits: []gcra.Limit{perUser, {Interval: 10_000, Burst: 20}},
+			Cost: 1, Now: tc.clock.Micros()}
+	}
+	tc.redis.Pause()
+	defer tc.redis.Resume()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	rs := node.HandleDecide(ctx, "node-x", []peer.Item{item("cold"), item("u1")})
+	if took := time.Since(start); took > 35*time.Millisecond {
+		t.Fatalf("owner answered after %s; the sender gives up at 40ms", took)
+	}
+	if rs[0].Err == nil {
+		t.Fatalf("the item that needed Redis was decided: %+v", rs[0])
+	}
+	if rs[1].Err != nil || !rs[1].Overall.Allowed {
+		t.Fatalf("the item held in memory was not decided: %+v", rs[1])
+	}
+}
