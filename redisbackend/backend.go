@@ -31,6 +31,7 @@ type Backend struct {
 	client redis.UniversalClient
 	cfg    Config
 	script *redis.Script
+	store  *redis.Script // StoreTATs: never moves a TAT backwards
 }
 
 // New returns a Backend using client, which the caller keeps owning (and
@@ -48,7 +49,7 @@ func New(client redis.UniversalClient, cfg Config) (*Backend, error) {
 	if err := checkClient(client); err != nil {
 		return nil, err
 	}
-	return &Backend{client: client, cfg: cfg, script: newDecideScript()}, nil
+	return &Backend{client: client, cfg: cfg, script: newDecideScript(), store: redis.NewScript(storeLua)}, nil
 }
 
 func checkClient(client redis.UniversalClient) error {

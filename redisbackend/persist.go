@@ -66,8 +66,11 @@ const ExpiryGrace = time.Second
 // StoreTATs writes TATs in one pipeline (split by slot on Cluster), each
 // with PX expiry ceil((TAT-Now)/1000)+1 milliseconds plus ExpiryGrace. A TAT
 // more than ExpiryGrace before its Now is rested on any clock, which reads
-// the same as a missing key, so its key is deleted instead. Writes are unconditional:
-// the caller must own the keys. Each Now must be positive and each TAT in
+// the same as a missing key, so its key is deleted instead. A write never moves a stored TAT
+// backwards (nor deletes a later one): when two nodes both believed they
+// owned a key — a partition, a frozen owner's buffered writes arriving after
+// its successor's — Redis keeps the later TAT, the one that has admitted
+// more. Each Now must be positive and each TAT in
 // [0, 2^53); invalid input fails the call before anything is sent. Bounded
 // by ctx and Config.Timeout; on failure some writes may have been applied.
 func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
@@ -81,22 +84,65 @@ func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	pipe := b.client.Pipeline()
-	for _, t := range tats {
-		if t.TAT+ExpiryGrace.Microseconds() <= t.Now {
-			pipe.Del(ctx, t.Key)
-			continue
+	cmds, err := b.runStore(ctx, tats, false)
+	var retry []TAT
+	for i, c := range cmds {
+		switch {
+		case isNoScript(c.Err()):
+			retry = append(retry, tats[i])
+		case c.Err() != nil:
+			return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), c.Err())
 		}
-		px := (t.TAT-t.Now+999)/1000 + 1 + ExpiryGrace.Milliseconds()
-		// Do, not Set: Set takes a time.Duration, which overflows for
-		// spans this long, and may switch to EX.
-		pipe.Do(ctx, "SET", t.Key, strconv.FormatInt(t.TAT, 10), "PX", strconv.FormatInt(px, 10))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if len(retry) == 0 {
+		if err != nil {
+			return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
+		}
+		return nil
+	}
+	// The server lost its script cache; those writes did not run.
+	if _, err := b.runStore(ctx, retry, true); err != nil {
 		return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
 	}
 	return nil
 }
+
+// runStore queues one store script call per TAT (EVALSHA, or EVAL when
+// full) and executes them.
+func (b *Backend) runStore(ctx context.Context, tats []TAT, full bool) ([]*redis.Cmd, error) {
+	pipe := b.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(tats))
+	for i, t := range tats {
+		// A TAT more than the grace in the past is deleted (px 0).
+		px := int64(0)
+		if t.TAT+ExpiryGrace.Microseconds() > t.Now {
+			px = (t.TAT-t.Now+999)/1000 + 1 + ExpiryGrace.Milliseconds()
+		}
+		keys, args := []string{t.Key}, []any{strconv.FormatInt(t.TAT, 10), strconv.FormatInt(px, 10)}
+		if full {
+			cmds[i] = b.store.Eval(ctx, pipe, keys, args...)
+		} else {
+			cmds[i] = b.store.EvalSha(ctx, pipe, keys, args...)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return cmds, err
+}
+
+// storeLua writes KEYS[1] = ARGV[1] with expiry ARGV[2] ms, or deletes the
+// key when ARGV[2] is 0, unless the key already holds a later TAT.
+const storeLua = `
+local cur = tonumber(redis.call('GET', KEYS[1]))
+if cur and cur > tonumber(ARGV[1]) then
+  return 0
+end
+if ARGV[2] == '0' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+`
 
 // Time returns the Redis server's TIME in microseconds, the time base of
 // every TAT. Bounded by ctx and Config.Timeout.

@@ -143,3 +143,49 @@ func TestBackend_DecidePipelined_matchesDecide(t *testing.T) {
 		t.Errorf("empty batch: %v %v %v", ds, errs, err)
 	}
 }
+
+// Two writers that both believed they owned a key (a split, a frozen owner
+// whose buffered writes land after its successor's): Redis keeps the later
+// TAT, whatever order the writes arrive in, and a stale "rested" write does
+// not delete a later TAT.
+func TestBackend_StoreTATs_neverMovesBackwards(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	ctx := t.Context()
+	now, err := b.Time(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := redisbackend.TAT{Key: "rl:{q}:k", TAT: now + 5_000_000, Now: now}
+	for _, stale := range []redisbackend.TAT{
+		{Key: "rl:{q}:k", TAT: now + 1_000_000, Now: now}, // earlier TAT
+		{Key: "rl:{q}:k", TAT: now - 9_000_000, Now: now}, // rested: would delete
+	} {
+		if err := b.StoreTATs(ctx, []redisbackend.TAT{later}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.StoreTATs(ctx, []redisbackend.TAT{stale}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.LoadTATs(ctx, []string{later.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[0] != later.TAT {
+			t.Fatalf("after a stale write of %d the key holds %d, want the later %d", stale.TAT-now, got[0]-now, later.TAT-now)
+		}
+	}
+	// A later TAT still replaces an earlier one, and the script survives
+	// the server losing its script cache.
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	later.TAT += 1_000_000
+	if err := b.StoreTATs(ctx, []redisbackend.TAT{later}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.LoadTATs(ctx, []string{later.Key}); got[0] != later.TAT {
+		t.Fatalf("a later TAT was not stored after SCRIPT FLUSH: %d", got[0]-now)
+	}
+}
