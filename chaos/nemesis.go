@@ -17,6 +17,7 @@ type Nemesis struct {
 	// apply while the fault lasts (see history.Event).
 	Owners int
 	Crash  bool
+	Stale  bool
 	// targets picks the nodes the fault hits (the victim, every node, or
 	// none for a fault on Redis).
 	targets func(tb *testbed) []*Node
@@ -121,7 +122,10 @@ func Nemeses() []Nemesis {
 		{
 			Name:    "pause-owner",
 			Summary: "the hot tenant's owner is frozen with SIGSTOP, then resumed with SIGCONT",
-			Owners:  2,
+			// While frozen it decides nothing; once resumed it must not
+			// decide from the memory it had before the freeze.
+			Owners:  1,
+			Stale:   true,
 			targets: victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				p := v[0].Proc()

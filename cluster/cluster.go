@@ -34,12 +34,18 @@ type Config struct {
 	StrictTimeout time.Duration
 	// MaxStrictBatch caps the decisions in one strict pipeline.
 	MaxStrictBatch int
+	// FreezeLimit is the longest the process may go unscheduled (frozen)
+	// and still trust its in-memory TATs; after a longer freeze its peers
+	// may have decided its groups, so it reloads them (see freeze.go).
+	// Keep it well below the gossip failure-detection time.
+	FreezeLimit time.Duration
 }
 
 // DefaultConfig returns timeouts of a few milliseconds for the decision
 // path and seconds for hand-off.
 func DefaultConfig() Config {
-	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, StrictTimeout: 20 * time.Millisecond, MaxStrictBatch: 256}
+	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, StrictTimeout: 20 * time.Millisecond, MaxStrictBatch: 256,
+		FreezeLimit: time.Second}
 }
 
 // Validate reports whether c is usable. It changes nothing.
@@ -47,7 +53,7 @@ func (c Config) Validate() error {
 	switch {
 	case c.LocalName == "":
 		return errors.New("cluster: local name is required")
-	case c.LoadTimeout <= 0 || c.HandoffTimeout <= 0 || c.StrictTimeout <= 0:
+	case c.LoadTimeout <= 0 || c.HandoffTimeout <= 0 || c.StrictTimeout <= 0 || c.FreezeLimit <= 0:
 		return errors.New("cluster: timeouts must be positive")
 	case c.MaxStrictBatch <= 0:
 		return errors.New("cluster: max strict batch must be positive")
@@ -84,7 +90,12 @@ type Cluster struct {
 	metrics *metrics
 	addrs   atomic.Pointer[map[string]string] // member name -> peer address
 	strict  *strictQueue
-	mu      sync.Mutex // serialises SetMembers and Handoff
+	mu      sync.Mutex // serialises SetMembers, Handoff and thawing
+	// born and lastBeat (nanoseconds since born, monotonic) are the
+	// heartbeat that finds freezes.
+	born     time.Time
+	lastBeat atomic.Int64
+	beating  atomic.Bool // RunHeartbeat is running
 }
 
 var (
@@ -111,7 +122,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m}
+	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, born: time.Now()}
 	c.addrs.Store(&map[string]string{})
 	if deps.Redis != nil {
 		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)

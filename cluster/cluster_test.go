@@ -3,11 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/weirhq/weir/breaker"
@@ -394,5 +396,53 @@ func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	}
 	if rs[1].Err != nil || !rs[1].Overall.Allowed {
 		t.Fatalf("the item held in memory was not decided: %+v", rs[1])
+	}
+}
+
+// An owner frozen past the freeze limit (SIGSTOP, a paused VM) must not
+// decide from the memory it had before: its peers may have decided its
+// groups meanwhile. It reloads from Redis, which keeps the later TAT.
+func TestCluster_frozenOwnerReloadsItsState(t *testing.T) {
+	tc := newTestCluster(t, 1, true)
+	c := tc.nodes["node-0"].cluster
+	ctx, cancel := context.WithCancel(context.Background())
+	hb := make(chan error, 1)
+	go func() { hb <- c.RunHeartbeat(ctx) }()
+	defer func() { cancel(); <-hb }()
+	waitFor(t, func() bool { return c.beating.Load() })
+
+	kv := map[string]string{"tenant": "t1", "user": "u1"}
+	if d := tc.decide("node-0", kv); !d.Allowed {
+		t.Fatalf("first decision denied: %+v", d)
+	}
+	// Meanwhile, elsewhere, the key's whole burst was spent: Redis holds a
+	// TAT ten seconds ahead.
+	later := strconv.FormatInt(tc.clock.Micros()+10_000_000, 10)
+	for _, k := range []string{"weir:{t1}:per-user:t1:u1", "weir:{t1}:per-tenant:t1"} {
+		if err := tc.redis.Client().Set(context.Background(), k, later, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Not frozen: the owner trusts its memory.
+	if d := tc.decide("node-0", kv); !d.Allowed {
+		t.Fatalf("unfrozen owner did not decide from memory: %+v", d)
+	}
+	// Frozen for two seconds (as the heartbeat would see it on waking).
+	c.lastBeat.Store(int64(time.Since(c.born) - 2*time.Second))
+	if d := tc.decide("node-0", kv); d.Allowed {
+		t.Fatalf("a thawed owner decided from its stale memory: %+v", d)
+	}
+	if got := testutil.ToFloat64(c.metrics.freezes); got != 1 {
+		t.Fatalf("weir_freezes_total = %v, want 1", got)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -17,6 +17,9 @@ func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out 
 	if r.Strict && c.strict != nil {
 		return c.decideStrict(ctx, r, out)
 	}
+	if c.frozen() {
+		c.thawIfFrozen(ctx)
+	}
 	if err := c.ensureLoaded(ctx, r); err != nil {
 		return gcra.Result{}, err
 	}

@@ -13,6 +13,7 @@ type metrics struct {
 	loadErrors    prometheus.Counter
 	handedOff     prometheus.Counter
 	handoffErrors prometheus.Counter
+	freezes       prometheus.Counter
 	// redisCommands is weir_redis_commands_total, shared with writebehind
 	// (op="store_tats"): this package counts op="load_tats" (one GET per
 	// key) and op="decide_strict" (one script call per decision).
@@ -39,6 +40,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		handoffErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_handoff_flush_errors_total", Help: "Hand-offs whose flush to Redis did not complete in time.",
 		}),
+		freezes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_freezes_total", Help: "Times this process was found frozen (SIGSTOP, VM pause, long stall) past the freeze limit; each time it forgot its in-memory state and reloaded it from Redis.",
+		}),
 	}
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_redis_commands_total", Help: "Redis commands sent, by operation.",
@@ -46,7 +50,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors} {
+	for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors, m.freezes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -50,7 +50,7 @@ const (
 	KindFallback = "fallback"
 	// KindClosed: a closed limit admitted under its failure policy.
 	KindClosed = "closed"
-	// KindState: a saturated key got a fresh burst after a crash.
+	// KindState: a saturated key got a fresh burst after a crash or a freeze.
 	KindState = "state"
 )
 
@@ -81,7 +81,7 @@ func (v Violation) Describe(start int64) string {
 		s = fmt.Sprintf("limit %q key %q: %d units admitted by a closed failure policy in %s, allowance 0",
 			v.Limit, v.Key, v.Admitted, at)
 	case KindState:
-		s = fmt.Sprintf("limit %q key %q: state lost: %d units admitted in %s after a crash, allowance %s (bound %s)",
+		s = fmt.Sprintf("limit %q key %q: state lost: %d units admitted in %s after the fault, allowance %s (bound %s)",
 			v.Limit, v.Key, v.Admitted, at, units(v.Allowance), units(v.Bound))
 	default:
 		s = fmt.Sprintf("limit %q key %q: %d units admitted in %s, allowance %s (bound %s)",
@@ -610,41 +610,44 @@ func (c *checker) checkClosed(ls *limitState, keys []string) {
 	}
 }
 
-// checkState runs the state-survival check at each crash's start and end.
+// checkState runs the state-survival check at each crash's start and end,
+// and at the end of each fault that may leave a node with stale memory.
 func (c *checker) checkState() {
-	var crashes []Fault
+	var faults []Fault
 	for _, f := range c.r.Faults {
-		if f.Crash {
-			crashes = append(crashes, f)
+		if f.Crash || f.Stale {
+			faults = append(faults, f)
 		}
 	}
-	if len(crashes) == 0 {
+	if len(faults) == 0 {
 		return
 	}
 	st := &c.r.State
 	ws, lb := c.cfg.StateWindow, int64(c.cfg.StateLookback)
+	type edge struct {
+		name string
+		at   int64
+	}
 	for _, ls := range c.limits {
 		if ls.spec.Burst < c.cfg.StateMinBurst {
 			st.Skipped = append(st.Skipped, fmt.Sprintf("limit %q: burst %d < %d, a fresh burst cannot be told from the slack",
 				ls.spec.Name, ls.spec.Burst, c.cfg.StateMinBurst))
 			continue
 		}
-		allowed := float64(ws)/float64(ls.spec.Interval) + c.cfg.StateSlack*float64(ls.spec.Burst) + ls.crash
 		keys := sortedKeys(ls.keys)
 		for _, k := range keys {
 			d := ls.keys[k].denied
 			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 		}
-		for _, f := range crashes {
-			edges := []struct {
-				name string
-				at   int64
-			}{{"start", f.Start}}
+		for _, f := range faults {
+			allowed := float64(ws)/float64(ls.spec.Interval) + c.cfg.StateSlack*float64(ls.spec.Burst)
+			var edges []edge
+			if f.Crash {
+				allowed += ls.crash
+				edges = append(edges, edge{"start", f.Start})
+			}
 			if f.Ended {
-				edges = append(edges, struct {
-					name string
-					at   int64
-				}{"end", f.End})
+				edges = append(edges, edge{"end", f.End})
 			}
 			for _, edge := range edges {
 				t := edge.at

@@ -629,3 +629,24 @@ func TestCompositeDenialSaturatesOnlyTheRefusingLimit(t *testing.T) {
 		t.Fatalf("state checks %+v, want one, for limit a only", r.State.Checks)
 	}
 }
+
+// A frozen owner that resumes with stale memory and grants a fresh burst
+// fails the state check at the fault's end; the start of a freeze is not
+// checked (nothing is lost when a node stops).
+func TestStateSurvivalAfterFreeze(t *testing.T) {
+	l := fast("tenant", 100*time.Millisecond, 20)
+	freeze := func(h *history.History) *history.History {
+		for i := range h.Events {
+			h.Events[i].Fault, h.Events[i].Crash = "pause-owner", false
+		}
+		h.Events[0].Stale = true
+		return h
+	}
+	r := Check(freeze(crash(l, 0)), DefaultConfig())
+	mustPass(t, r)
+	if len(r.State.Checks) != 1 || r.State.Checks[0].Edge != "end" {
+		t.Fatalf("state checks %+v, want one at the end", r.State.Checks)
+	}
+	r = Check(freeze(crash(l, 14*sec)), DefaultConfig())
+	mustFail(t, r, `(fault "pause-owner" end)`)
+}

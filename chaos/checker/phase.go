@@ -35,6 +35,9 @@ type Fault struct {
 	Owners int
 	// Crash: the fault kills an owner and loses its memory.
 	Crash bool
+	// Stale: the touched nodes come back with memory that may be out of
+	// date.
+	Stale bool
 	// Start and End are Unix nanoseconds. A fault never healed ends with
 	// the history (Ended is false).
 	Start, End int64
@@ -58,7 +61,7 @@ func pairFaults(events []history.Event, end int64) (faults []Fault, notes []stri
 			owners := max(e.Owners, 1)
 			open[e.ID] = append(open[e.ID], len(faults))
 			faults = append(faults, Fault{ID: e.ID, Name: e.Fault, Nodes: e.Nodes,
-				Owners: owners, Crash: e.Crash, Start: e.Time})
+				Owners: owners, Crash: e.Crash, Stale: e.Stale, Start: e.Time})
 		case history.FaultEnd:
 			q := open[e.ID]
 			if len(q) == 0 {

@@ -108,6 +108,10 @@ type Event struct {
 	// Crash marks a FaultStart that loses an owner's memory (SIGKILL): the
 	// checker applies the crash-loss term and the state-survival check.
 	Crash bool `json:"crash,omitempty"`
+	// Stale marks a FaultStart after which the touched nodes come back
+	// with memory that may be out of date (a frozen process): the checker
+	// applies the state-survival check when the fault ends.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // LimitSpec is one limit of the policy a run enforced, in the terms the

@@ -31,6 +31,7 @@ type config struct {
 	GossipKey      string
 	Region         string
 	ForwardTimeout time.Duration
+	FreezeLimit    time.Duration
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
@@ -71,6 +72,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.GossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes)")
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
 	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
+	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -97,6 +99,9 @@ func (c config) validate() error {
 	}
 	if c.NodeName == "" {
 		errs = append(errs, errors.New("--node-name is required (the hostname could not be read)"))
+	}
+	if c.FreezeLimit <= 0 {
+		errs = append(errs, fmt.Errorf("--freeze-limit %s must be positive", c.FreezeLimit))
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--forward-timeout %s must be positive", c.ForwardTimeout))

@@ -67,9 +67,11 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	ccfg := cluster.DefaultConfig()
 	ccfg.LocalName = cfg.NodeName
 	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout
+	ccfg.FreezeLimit = cfg.FreezeLimit
 	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}
+	n.goBackground(func() error { return st.cluster.RunHeartbeat(ctx) })
 	return st, nil
 }
 
