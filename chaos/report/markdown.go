@@ -78,30 +78,25 @@ func scenario(bw *bufio.Writer, r checker.Result) {
 		p("\n")
 	}
 
-	if len(r.Errors) > 0 {
-		p("Errors:\n\n")
-		for _, e := range r.Errors {
-			p("- %s\n", oneLine(e))
-		}
-		p("\n")
-	}
+	list(bw, "Errors", r.Errors)
 	if len(r.Violations) == 0 {
 		p("No violations.\n\n")
-	} else {
-		p("Violations:\n\n")
-		for _, v := range r.Violations {
-			p("- %s\n", oneLine(v))
-		}
-		p("\n")
 	}
+	list(bw, "Violations", r.Violations)
 	stateSummary(bw, r)
-	if len(r.Notes) > 0 {
-		p("Notes:\n\n")
-		for _, n := range r.Notes {
-			p("- %s\n", oneLine(n))
-		}
-		p("\n")
+	list(bw, "Notes", r.Notes)
+}
+
+// list writes a titled bullet list; nothing when items is empty.
+func list(bw *bufio.Writer, title string, items []string) {
+	if len(items) == 0 {
+		return
 	}
+	fmt.Fprintf(bw, "%s:\n\n", title)
+	for _, it := range items {
+		fmt.Fprintf(bw, "- %s\n", oneLine(it))
+	}
+	fmt.Fprintf(bw, "\n")
 }
 
 // stateSummary writes the state-survival checks of r.
@@ -110,10 +105,10 @@ func stateSummary(bw *bufio.Writer, r checker.Result) {
 	st := r.State
 	switch {
 	case len(st.Checks) == 0 && len(st.Skipped) == 0:
-		p("State survival: no crash, nothing to check.\n\n")
+		p("State survival: no crash or freeze, nothing to check.\n\n")
 		return
 	case len(st.Checks) == 0:
-		p("State survival: no key was saturated at a crash.\n\n")
+		p("State survival: no key was saturated at a crash or freeze.\n\n")
 	default:
 		p("State survival: %d checks, %d failed.\n\n", len(st.Checks), st.Failed)
 		checks := append([]checker.StateCheck(nil), st.Checks...)

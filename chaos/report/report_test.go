@@ -150,7 +150,7 @@ func TestMarkdown(t *testing.T) {
 		"- partition-node on n1: 5.0s to 10.0s",
 		"| lim | 100ms / 10 | fast | local |",
 		"No violations.",
-		"State survival: no crash, nothing to check.",
+		"State survival: no crash or freeze, nothing to check.",
 		"## fail|scenario: **FAIL**",
 		"Violations:\n\n- limit \"lim\" key \"hot\": 22 units admitted in window [0.000s, +1s], allowance 20 (bound 20)",
 	} {
