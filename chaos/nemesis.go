@@ -72,6 +72,7 @@ func Nemeses() []Nemesis {
 			Name:    "partition-node",
 			Summary: "the hot tenant's owner is cut off from the other nodes; every node still reaches Redis and the clients reach every node",
 			Owners:  2,
+			Stale:   true,
 			targets: victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				return tb.healNetwork, tb.lab.Partition(hosts(v), hosts(tb.others(v[0])))
@@ -81,6 +82,7 @@ func Nemeses() []Nemesis {
 			Name:    "minority-partition",
 			Summary: "majority/minority split: the hot tenant's owner alone on one side, the other two nodes and Redis on the other",
 			Owners:  2,
+			Stale:   true,
 			targets: victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				return tb.healNetwork, tb.lab.Partition(hosts(v), append(hosts(tb.others(v[0])), tb.redis))
@@ -99,6 +101,7 @@ func Nemeses() []Nemesis {
 			Name:    "one-way",
 			Summary: "packets from the hot tenant's owner to the other nodes are dropped; the reverse direction still flows",
 			Owners:  2,
+			Stale:   true,
 			targets: victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				for _, o := range tb.others(v[0]) {

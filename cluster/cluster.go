@@ -91,6 +91,10 @@ type Cluster struct {
 	addrs   atomic.Pointer[map[string]string] // member name -> peer address
 	strict  *strictQueue
 	mu      sync.Mutex // serialises SetMembers, Handoff and thawing
+	// mostMembers and cutOff (under mu) notice this node being on the
+	// small side of a split; see rejoinedLocked.
+	mostMembers int
+	cutOff      bool
 	// born and lastBeat (nanoseconds since born, monotonic) are the
 	// heartbeat that finds freezes.
 	born     time.Time
@@ -290,7 +294,27 @@ func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 	}
 	c.metrics.ringChanges.Inc()
 	c.logger.Info("ring changed", "members", len(names))
+	if c.rejoinedLocked(len(old), len(members)) {
+		// This node was on the small side of a split: the other side may
+		// have decided the groups it kept, from Redis. Reload them all.
+		c.metrics.rejoins.Inc()
+		c.logger.Warn("rejoined after being cut off from most of the cluster; reloading state from Redis", "members", len(members))
+		c.dropLocked(ctx, func(string) bool { return true })
+		return
+	}
 	c.dropLocked(ctx, func(key string) bool { return c.owner(redisbackend.HashTag(key)) != c.cfg.LocalName })
+}
+
+// rejoinedLocked tracks whether this node is cut off from most of the
+// cluster — it sees at most half of the most members it has seen — and
+// reports true when the ring grows again after that. While cut off, the
+// majority side declares this node dead and decides its groups from Redis,
+// so what this node kept in memory may be behind.
+func (c *Cluster) rejoinedLocked(before, after int) bool {
+	c.mostMembers = max(c.mostMembers, after)
+	rejoined := c.cutOff && after > before
+	c.cutOff = 2*after <= c.mostMembers && after < c.mostMembers
+	return rejoined
 }
 
 // Handoff flushes every pending TAT and drops all owned state: the node is

@@ -446,3 +446,54 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// The small side of a split keeps deciding the groups it holds in memory
+// while the other side, having declared it dead, decides them from Redis.
+// When the split heals, the node that was cut off must reload, not resume
+// from its own older TATs.
+func TestCluster_cutOffOwnerReloadsWhenTheSplitHeals(t *testing.T) {
+	tc := newTestCluster(t, 3, true)
+	ctx := context.Background()
+	kv := map[string]string{"tenant": "t4", "user": "u1"}
+	owner := tc.nodes["node-0"].cluster.owner("t4")
+	if d := tc.decide(owner, kv); !d.Allowed {
+		t.Fatalf("first decision denied: %+v", d)
+	}
+	// Split: the owner alone on one side, the other two on the other.
+	var others []string
+	majority := map[string]string{}
+	for name := range tc.nodes {
+		if name != owner {
+			others = append(others, name)
+			majority[name] = name
+		}
+	}
+	tc.nodes[owner].cluster.SetMembers(ctx, map[string]string{owner: owner})
+	for _, name := range others {
+		tc.nodes[name].cluster.SetMembers(ctx, majority)
+	}
+	// The majority spends the rest of the burst and persists it.
+	for range 4 {
+		if d := tc.decide(others[0], kv); !d.Allowed || d.Fallback != nil {
+			t.Fatalf("majority side: %+v", d)
+		}
+	}
+	for _, name := range others {
+		if err := tc.nodes[name].wb.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Heal: the owner gets its groups back and must see the spent burst.
+	tc.sync()
+	if d := tc.decide(owner, kv); d.Allowed {
+		t.Fatalf("the rejoined owner granted the burst the other side spent: %+v", d)
+	}
+	if got := testutil.ToFloat64(tc.nodes[owner].cluster.metrics.rejoins); got != 1 {
+		t.Fatalf("weir_rejoins_total = %v, want 1", got)
+	}
+	for _, name := range others {
+		if got := testutil.ToFloat64(tc.nodes[name].cluster.metrics.rejoins); got != 0 {
+			t.Fatalf("%s, on the majority side, counted a rejoin", name)
+		}
+	}
+}

@@ -14,6 +14,7 @@ type metrics struct {
 	handedOff     prometheus.Counter
 	handoffErrors prometheus.Counter
 	freezes       prometheus.Counter
+	rejoins       prometheus.Counter
 	// redisCommands is weir_redis_commands_total, shared with writebehind
 	// (op="store_tats"): this package counts op="load_tats" (one GET per
 	// key) and op="decide_strict" (one script call per decision).
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		freezes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_freezes_total", Help: "Times this process was found frozen (SIGSTOP, VM pause, long stall) past the freeze limit; each time it forgot its in-memory state and reloaded it from Redis.",
 		}),
+		rejoins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_rejoins_total", Help: "Times this node rejoined after seeing at most half of the cluster (the small side of a split); each time it reloaded its in-memory state from Redis.",
+		}),
 	}
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_redis_commands_total", Help: "Redis commands sent, by operation.",
@@ -50,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors, m.freezes} {
+	for _, c := range []prometheus.Collector{m.ringChanges, m.notOwner, m.loads, m.loadErrors, m.handedOff, m.handoffErrors, m.freezes, m.rejoins} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
