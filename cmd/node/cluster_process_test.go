@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
 	"github.com/weirhq/weir/ring"
 )
@@ -149,9 +150,10 @@ func TestCluster_process_ownerKilledKeepsTATs(t *testing.T) {
 	}
 	// A SIGKILL loses what the owner had not yet flushed (docs/architecture.md
 	// bounds it); this test is about hand-off, so wait until Redis holds the
-	// TAT of all five admissions: 5 x 60s ahead, so an expiry over 4 x 60s.
+	// TAT of all five admissions: 5 x 60s ahead, so an expiry over 4 x 60s
+	// plus the expiry grace every persisted TAT gets.
 	waitFor(t, 5*time.Second, func() bool {
-		return srv.Client().PTTL(context.Background(), "weir:{t1}:per-user:t1:u1").Val() > 240*time.Second
+		return srv.Client().PTTL(context.Background(), "weir:{t1}:per-user:t1:u1").Val() > 240*time.Second+redisbackend.ExpiryGrace
 	})
 
 	owner.cmd.Process.Signal(syscall.SIGKILL)
