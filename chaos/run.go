@@ -41,7 +41,7 @@ func scenario(name string, fault time.Duration) Scenario {
 }
 
 // ShortSuite is the suite CI runs: an owner killed and restarted, a
-// minority partition, a Redis outage. About three minutes.
+// minority partition, a Redis outage. About a minute and a half.
 func ShortSuite() []Scenario {
 	return []Scenario{
 		scenario("kill-owner", 12*time.Second),

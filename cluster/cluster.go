@@ -159,7 +159,11 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 	case res.NotOwner != "":
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "ownership_changing", Err: fmt.Errorf("owner of group %q is moving to %s", r.Group, res.NotOwner)}
 	case res.Err != nil:
-		return gcra.Result{}, &limiter.UnavailableError{Reason: "owner_failed", Err: res.Err}
+		reason := res.Reason
+		if reason == "" {
+			reason = "owner_failed"
+		}
+		return gcra.Result{}, &limiter.UnavailableError{Reason: reason, Err: res.Err}
 	}
 	if len(res.Results) != len(r.Keys) {
 		return gcra.Result{}, fmt.Errorf("cluster: owner answered %d results for %d limits", len(res.Results), len(r.Keys))
@@ -211,15 +215,25 @@ func blame(ctx context.Context, err error) error {
 // decided concurrently, so one slow load cannot hold back the items this
 // node can decide from memory.
 func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.Item) []peer.Result {
-	ctx, cancel := replyContext(ctx)
+	rctx, cancel := replyContext(ctx)
 	defer cancel()
 	results := make([]peer.Result, len(items))
 	decide := func(i int) {
 		it := &items[i]
 		r := limiter.StoreRequest{Group: it.Group, Keys: it.Keys, Limits: it.Limits, Cost: it.Cost, Now: it.Now, Strict: it.Strict}
 		out := make([]gcra.Result, len(it.Keys))
-		agg, err := c.decideLocal(ctx, &r, out)
+		agg, err := c.decideLocal(rctx, &r, out)
 		results[i] = peer.Result{Overall: agg, Results: out, Err: err}
+		switch ue, ok := errors.AsType[*limiter.UnavailableError](err); {
+		case ok:
+			results[i].Reason = ue.Reason
+		case err != nil && rctx.Err() != nil && ctx.Err() == nil:
+			// The reply budget ran out while this node waited on Redis.
+			results[i].Reason = "state_load_failed"
+			if it.Strict {
+				results[i].Reason = "redis_unavailable"
+			}
+		}
 	}
 	var slow sync.WaitGroup
 	for i := range items {

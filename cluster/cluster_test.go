@@ -397,6 +397,18 @@ func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	if rs[1].Err != nil || !rs[1].Overall.Allowed {
 		t.Fatalf("the item held in memory was not decided: %+v", rs[1])
 	}
+	if rs[0].Reason != "state_load_failed" {
+		t.Fatalf("the failed item carries reason %q, want the owner's state_load_failed", rs[0].Reason)
+	}
+	// The sender's fallback names the owner's reason.
+	other := "node-0"
+	if owner == other {
+		other = "node-1"
+	}
+	d := tc.decide(other, map[string]string{"tenant": "t1", "user": "cold2"})
+	if d.Fallback == nil || d.Fallback.Reason != "state_load_failed" {
+		t.Fatalf("fallback through a forward: %+v, want reason state_load_failed", d.Fallback)
+	}
 }
 
 // An owner frozen past the freeze limit (SIGSTOP, a paused VM) must not

@@ -130,7 +130,7 @@ func TestClient_Decide_notOwnerAndErr(t *testing.T) {
 		case "elsewhere":
 			return Result{NotOwner: "n3"}
 		case "broken":
-			return Result{Err: errors.New("redis: connection refused")}
+			return Result{Err: errors.New("redis: connection refused"), Reason: "state_load_failed"}
 		case "blank":
 			return Result{Err: errors.New("")}
 		}
@@ -147,7 +147,7 @@ func TestClient_Decide_notOwnerAndErr(t *testing.T) {
 	}
 	it.Group = "broken"
 	r, err = c.Decide(t.Context(), addr, it)
-	if err != nil || !errors.Is(r.Err, ErrRemote) || !strings.Contains(r.Err.Error(), "redis: connection refused") {
+	if err != nil || !errors.Is(r.Err, ErrRemote) || !strings.Contains(r.Err.Error(), "redis: connection refused") || r.Reason != "state_load_failed" {
 		t.Fatalf("owner error: got %+v, %v", r, err)
 	}
 	it.Group = "blank"

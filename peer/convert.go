@@ -70,7 +70,7 @@ func resultToProto(r Result) *peerv1.ItemResult {
 		if msg == "" {
 			msg = "unspecified error" // empty would read as "no error"
 		}
-		return &peerv1.ItemResult{Error: msg}
+		return &peerv1.ItemResult{Error: msg, Reason: r.Reason}
 	case r.NotOwner != "":
 		return &peerv1.ItemResult{NotOwner: r.NotOwner}
 	}
@@ -84,7 +84,7 @@ func resultToProto(r Result) *peerv1.ItemResult {
 func resultFromProto(p *peerv1.ItemResult) Result {
 	switch {
 	case p.GetError() != "":
-		return Result{Err: remoteError(p.GetError())}
+		return Result{Err: remoteError(p.GetError()), Reason: p.GetReason()}
 	case p.GetNotOwner() != "":
 		return Result{NotOwner: p.GetNotOwner()}
 	}

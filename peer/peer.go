@@ -56,6 +56,10 @@ type Result struct {
 	// Err is the owner's error for this item. On the client side it wraps
 	// ErrRemote and carries the owner's message.
 	Err error
+	// Reason, with Err, is the failure-policy reason the owner met
+	// (redis_unavailable, state_load_failed), so the sender can name the
+	// real cause of its fallback; empty for other errors.
+	Reason string
 }
 
 // Handler decides forwarded items on the owner side. HandleDecide must

@@ -279,7 +279,11 @@ type ItemResult struct {
 	NotOwner string `protobuf:"bytes,3,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
 	// Set when the receiver owns the group but could not decide; nothing was
 	// committed.
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// With error: the failure-policy reason the owner met (redis_unavailable,
+	// state_load_failed), so the sender's fallback names the real cause.
+	// Empty when the error is not one a failure policy answers.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -338,6 +342,13 @@ func (x *ItemResult) GetNotOwner() string {
 func (x *ItemResult) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *ItemResult) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -449,13 +460,14 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"intervalUs\x12\x14\n" +
 	"\x05burst\x18\x02 \x01(\x03R\x05burst\"D\n" +
 	"\x0eDecideResponse\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\"\x9f\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\"\xb7\x01\n" +
 	"\n" +
 	"ItemResult\x12.\n" +
 	"\aoverall\x18\x01 \x01(\v2\x14.weir.peer.v1.ResultR\aoverall\x12.\n" +
 	"\aresults\x18\x02 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x1b\n" +
 	"\tnot_owner\x18\x03 \x01(\tR\bnotOwner\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xbd\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xbd\x01\n" +
 	"\x06Result\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
 	"\n" +
