@@ -34,7 +34,7 @@ const convergeLimit = 40 * time.Second
 
 // victim targets the node whose loss hurts most: the owner of the first
 // hot tenant's group.
-func victim(tb *testbed) []*Node { return []*Node{tb.owner(hotGroups[0])} }
+func victim(tb *testbed) []*Node { return []*Node{tb.owner(victimGroup)} }
 
 func allNodes(tb *testbed) []*Node { return tb.nodes }
 

@@ -70,8 +70,9 @@ func classes() []workload.Class {
 	}
 }
 
-// hotGroups are the groups whose owners a targeted nemesis picks.
-var hotGroups = []string{"hot-0", "acct-0", "key-0"}
+// victimGroup is the group whose owner a targeted nemesis picks: the
+// first hot tenant's.
+const victimGroup = "hot-0"
 
 // limitSpecs describes the policy's limits for the history header.
 func limitSpecs() ([]history.LimitSpec, error) {
