@@ -18,6 +18,11 @@ type Nemesis struct {
 	Owners int
 	Crash  bool
 	Stale  bool
+	// FaultAvailability is the share of calls that must be answered within
+	// their deadline while the fault lasts: 0.99 when the client still
+	// reaches every node, not judged when a node is down or frozen (the
+	// calls the client sends it cannot be answered).
+	FaultAvailability float64
 	// targets picks the nodes the fault hits (the victim, every node, or
 	// none for a fault on Redis).
 	targets func(tb *testbed) []*Node
@@ -69,40 +74,44 @@ func (tb *testbed) restartNode(ctx context.Context, n *Node) error {
 func Nemeses() []Nemesis {
 	return []Nemesis{
 		{
-			Name:    "partition-node",
-			Summary: "the hot tenant's owner is cut off from the other nodes; every node still reaches Redis and the clients reach every node",
-			Owners:  2,
-			Stale:   true,
-			targets: victim,
+			Name:              "partition-node",
+			Summary:           "the hot tenant's owner is cut off from the other nodes; every node still reaches Redis and the clients reach every node",
+			FaultAvailability: 0.99,
+			Owners:            2,
+			Stale:             true,
+			targets:           victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				return tb.healNetwork, tb.lab.Partition(hosts(v), hosts(tb.others(v[0])))
 			},
 		},
 		{
-			Name:    "minority-partition",
-			Summary: "majority/minority split: the hot tenant's owner alone on one side, the other two nodes and Redis on the other",
-			Owners:  2,
-			Stale:   true,
-			targets: victim,
+			Name:              "minority-partition",
+			Summary:           "majority/minority split: the hot tenant's owner alone on one side, the other two nodes and Redis on the other",
+			FaultAvailability: 0.99,
+			Owners:            2,
+			Stale:             true,
+			targets:           victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				return tb.healNetwork, tb.lab.Partition(hosts(v), append(hosts(tb.others(v[0])), tb.redis))
 			},
 		},
 		{
-			Name:    "redis-cut",
-			Summary: "every node is cut off from Redis; the nodes still reach each other",
-			Owners:  1,
-			targets: allNodes,
+			Name:              "redis-cut",
+			Summary:           "every node is cut off from Redis; the nodes still reach each other",
+			FaultAvailability: 0.99,
+			Owners:            1,
+			targets:           allNodes,
 			inject: func(ctx context.Context, tb *testbed, all []*Node) (func(context.Context) error, error) {
 				return tb.healNetwork, tb.lab.Partition(hosts(all), []*netlab.Host{tb.redis})
 			},
 		},
 		{
-			Name:    "one-way",
-			Summary: "packets from the hot tenant's owner to the other nodes are dropped; the reverse direction still flows",
-			Owners:  2,
-			Stale:   true,
-			targets: victim,
+			Name:              "one-way",
+			Summary:           "packets from the hot tenant's owner to the other nodes are dropped; the reverse direction still flows",
+			FaultAvailability: 0.99,
+			Owners:            2,
+			Stale:             true,
+			targets:           victim,
 			inject: func(ctx context.Context, tb *testbed, v []*Node) (func(context.Context) error, error) {
 				for _, o := range tb.others(v[0]) {
 					if err := tb.lab.Block(v[0].Host, o.Host); err != nil {
@@ -136,19 +145,21 @@ func Nemeses() []Nemesis {
 			},
 		},
 		{
-			Name:    "redis-outage",
-			Summary: "redis-server is SIGKILLed, then restarted from its append-only file",
-			Owners:  1,
-			targets: noNodes,
+			Name:              "redis-outage",
+			Summary:           "redis-server is SIGKILLed, then restarted from its append-only file",
+			FaultAvailability: 0.99,
+			Owners:            1,
+			targets:           noNodes,
 			inject: func(ctx context.Context, tb *testbed, _ []*Node) (func(context.Context) error, error) {
 				return tb.startRedis, tb.redisP.Kill()
 			},
 		},
 		{
-			Name:    "rolling-restart",
-			Summary: "every node in turn gets SIGTERM (flush, hand-off, leave), is started again and rejoins before the next",
-			Owners:  2,
-			targets: allNodes,
+			Name:              "rolling-restart",
+			Summary:           "every node in turn gets SIGTERM (flush, hand-off, leave), is started again and rejoins before the next",
+			FaultAvailability: 0.9,
+			Owners:            2,
+			targets:           allNodes,
 			inject: func(ctx context.Context, tb *testbed, all []*Node) (func(context.Context) error, error) {
 				for _, n := range all {
 					tb.logf("  rolling: restarting %s", n.Name)

@@ -109,12 +109,15 @@ func (o *Options) defaults() error {
 }
 
 // CheckerConfig is the checker's default configuration with the
-// state-survival window widened to 10 s: a dead owner's keys are taken over
-// only once gossip has declared it dead (about 5 s), and the check must see
-// the new owner's first decisions.
+// state-survival window widened to 10 s (a dead owner's keys are taken over
+// only once gossip has declared it dead, about 5 s, and the check must see
+// the new owner's first decisions), and a p99 ceiling of 100 ms in every
+// phase: the nodes' own deadlines (20 ms forward, 50 ms Redis) plus 50 ms
+// of margin for a shared two-core machine.
 func CheckerConfig() checker.Config {
 	c := checker.DefaultConfig()
 	c.StateWindow = 10 * time.Second
+	c.MaxP99 = 100 * time.Millisecond
 	return c
 }
 
@@ -209,7 +212,11 @@ func runScenario(ctx context.Context, opts Options, s Scenario) (out Outcome) {
 		out.Err = errors.Join(out.Err, err)
 		return out
 	}
-	out.Result = checker.Check(h, opts.Checker)
+	cfg := opts.Checker
+	if s.Nemesis.FaultAvailability > 0 {
+		cfg.MinFaultAvailability = s.Nemesis.FaultAvailability
+	}
+	out.Result = checker.Check(h, cfg)
 	out.Plot = filepath.Join(out.Dir, "plot.png")
 	if err := report.Plot(out.Plot, h, out.Result); err != nil {
 		out.Err = errors.Join(out.Err, fmt.Errorf("plot: %w", err))

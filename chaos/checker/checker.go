@@ -418,7 +418,7 @@ func (c *checker) scanOps() {
 		r.Errors = append(r.Errors, fmt.Sprintf("limit %q is not in the header (%d operations name it)", name, unknown[name]))
 	}
 	for i, p := range Phases {
-		r.Phases = append(r.Phases, accs[i].finish(c.cfg.floor(p)))
+		r.Phases = append(r.Phases, accs[i].finish(c.cfg.floor(p), c.cfg.MaxP99))
 	}
 }
 
@@ -699,9 +699,13 @@ func (c *checker) collect() {
 		r.Violations = append(r.Violations, v.Describe(r.Start)+fmt.Sprintf(" (fault %q %s)", sc.Fault, sc.Edge))
 	}
 	for _, p := range r.Phases {
-		if !p.Pass {
+		if p.Availability < p.Floor {
 			r.Violations = append(r.Violations, fmt.Sprintf("availability in the %s phase: %.2f%% of %d operations answered within the deadline, floor %.2f%%",
 				p.Phase, 100*p.Availability, p.Ops, 100*p.Floor))
+		}
+		if p.MaxP99 > 0 && p.P99 > p.MaxP99 {
+			r.Violations = append(r.Violations, fmt.Sprintf("latency in the %s phase: p99 %s of %d answered operations, ceiling %s",
+				p.Phase, p.P99, p.Answered+p.Late, p.MaxP99))
 		}
 	}
 }

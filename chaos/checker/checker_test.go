@@ -650,3 +650,27 @@ func TestStateSurvivalAfterFreeze(t *testing.T) {
 	r = Check(freeze(crash(l, 14*sec)), DefaultConfig())
 	mustFail(t, r, `(fault "pause-owner" end)`)
 }
+
+// A p99 over the ceiling fails the phase even when every call was answered
+// within the caller's deadline.
+func TestLatencyCeiling(t *testing.T) {
+	l := fast("lim", 10*time.Millisecond, 100)
+	h := newHistory(l)
+	for i := range 1000 {
+		lat := 2 * ms
+		if i >= 10 && i%50 == 0 { // 2% of calls take 120ms, inside the 250ms deadline
+			lat = 120 * ms
+		}
+		at := t0 + int64(i)*10*ms
+		h.Ops = append(h.Ops, history.Op{ID: int64(i), Invoke: at, Complete: at + lat, Cost: 1,
+			Limits: keys("lim", "k"), Outcome: history.Denied})
+	}
+	cfg := DefaultConfig()
+	mustPass(t, Check(h, cfg))
+	cfg.MaxP99 = 100 * time.Millisecond
+	r := Check(h, cfg)
+	mustFail(t, r, "latency in the healthy phase: p99 120ms of 1000 answered operations, ceiling 100ms")
+	if p := r.Phase(PhaseHealthy); p.Pass || p.Availability != 1 {
+		t.Fatalf("healthy phase %+v", p)
+	}
+}

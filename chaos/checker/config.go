@@ -42,6 +42,11 @@ type Config struct {
 	MinHealthyAvailability  float64
 	MinFaultAvailability    float64
 	MinRecoveryAvailability float64
+	// MaxP99 is the ceiling on the p99 latency of answered operations in
+	// every phase, faults included: the claim that a caller waits no
+	// longer than weir's own deadlines (forward and Redis timeouts) plus a
+	// margin, whatever fails. 0 reports latency without judging it.
+	MaxP99 time.Duration
 	// MaxViolations caps the window violations kept per limit (each one a
 	// run of overlapping violating windows); the rest are only counted.
 	// Zero means 20.

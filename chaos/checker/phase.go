@@ -113,7 +113,10 @@ type PhaseStats struct {
 	P50, P99, Max time.Duration
 	// Floor is the availability required; 0 means not judged.
 	Floor float64
-	Pass  bool
+	// MaxP99 is the p99 latency allowed; 0 means not judged.
+	MaxP99 time.Duration
+	// Pass: availability at least Floor and p99 at most MaxP99.
+	Pass bool
 }
 
 // phaseAcc accumulates one phase.
@@ -146,7 +149,7 @@ func (a *phaseAcc) add(o history.Op, deadline time.Duration) {
 	}
 }
 
-func (a *phaseAcc) finish(floor float64) PhaseStats {
+func (a *phaseAcc) finish(floor float64, maxP99 time.Duration) PhaseStats {
 	st := a.st
 	st.Availability = 1
 	if st.Ops > 0 {
@@ -158,8 +161,8 @@ func (a *phaseAcc) finish(floor float64) PhaseStats {
 		st.P99 = time.Duration(a.lat[rank(n, 0.99)])
 		st.Max = time.Duration(a.lat[n-1])
 	}
-	st.Floor = floor
-	st.Pass = st.Availability >= floor
+	st.Floor, st.MaxP99 = floor, maxP99
+	st.Pass = st.Availability >= floor && (maxP99 == 0 || st.P99 <= maxP99)
 	return st
 }
 
