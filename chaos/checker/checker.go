@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -414,7 +415,7 @@ func (c *checker) scanOps() {
 	if invalid > maxErrors {
 		r.Errors = append(r.Errors, fmt.Sprintf("… and %d more operations with impossible times", invalid-maxErrors))
 	}
-	for _, name := range sortedKeys(unknown) {
+	for _, name := range slices.Sorted(maps.Keys(unknown)) {
 		r.Errors = append(r.Errors, fmt.Sprintf("limit %q is not in the header (%d operations name it)", name, unknown[name]))
 	}
 	for i, p := range Phases {
@@ -501,7 +502,7 @@ func (c *checker) emit(ls *limitState, r *run) {
 // checkLimit runs the window-bound check over every key of ls.
 func (c *checker) checkLimit(ls *limitState) {
 	res := ls.res
-	keys := sortedKeys(ls.keys)
+	keys := slices.Sorted(maps.Keys(ls.keys))
 	res.Keys = len(keys)
 	for _, k := range keys {
 		kd := ls.keys[k]
@@ -634,7 +635,7 @@ func (c *checker) checkState() {
 				ls.spec.Name, ls.spec.Burst, c.cfg.StateMinBurst))
 			continue
 		}
-		keys := sortedKeys(ls.keys)
+		keys := slices.Sorted(maps.Keys(ls.keys))
 		for _, k := range keys {
 			d := ls.keys[k].denied
 			sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
@@ -726,12 +727,3 @@ func units(x float64) string {
 // Units renders a number of units the way violations do: an integer when it
 // is one, else with two decimals.
 func Units(x float64) string { return units(x) }
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
-}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -221,7 +223,7 @@ func allowanceCell(w checker.Window) string {
 // fallbackCell is "local 120 (adm 40), closed 12".
 func fallbackCell(fb map[string]checker.FallbackStats) string {
 	var parts []string
-	for _, mode := range sortedModes(fb) {
+	for _, mode := range slices.Sorted(maps.Keys(fb)) {
 		st := fb[mode]
 		if st.Decisions == 0 {
 			continue
@@ -240,7 +242,7 @@ func fallbackCell(fb map[string]checker.FallbackStats) string {
 
 func fallbackAdmitted(l checker.LimitResult) string {
 	var parts []string
-	for _, mode := range sortedModes(l.FallbackAdmitted) {
+	for _, mode := range slices.Sorted(maps.Keys(l.FallbackAdmitted)) {
 		if n := l.FallbackAdmitted[mode]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", mode, n))
 		}
@@ -249,15 +251,6 @@ func fallbackAdmitted(l checker.LimitResult) string {
 		return "-"
 	}
 	return strings.Join(parts, ", ")
-}
-
-func sortedModes[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 // perPhase joins f over the phases, "-" for a phase without operations.
