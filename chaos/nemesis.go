@@ -37,9 +37,9 @@ type Nemesis struct {
 // members again (gossip suspicion and rejoin take a few seconds).
 const convergeLimit = 40 * time.Second
 
-// victim targets the node whose loss hurts most: the owner of the first
-// hot tenant's group.
-func victim(tb *testbed) []*Node { return []*Node{tb.owner(victimGroup)} }
+// victim targets the node whose loss hurts most: the owner of the victim
+// group (Options.VictimGroup, by default the first hot tenant's).
+func victim(tb *testbed) []*Node { return []*Node{tb.owner(tb.victim)} }
 
 func allNodes(tb *testbed) []*Node { return tb.nodes }
 

@@ -9,12 +9,13 @@ import (
 	"github.com/weirhq/weir/policy"
 )
 
-// policyYAML is the policy every chaos node enforces. Its numbers are
+// DefaultPolicy is the policy the chaos nodes enforce unless
+// Options.Policy says otherwise. Its numbers are
 // chosen so the checker can tell the outcomes apart: the hot tenants are
 // offered far more than their rate, and a tenant's burst takes 15 s to
 // refill, longer than the cluster takes to notice a dead owner (about 5 s),
 // so an owner that restarted a key from a full burst would show.
-const policyYAML = `version: chaos.1
+const DefaultPolicy = `version: chaos.1
 unknown_descriptors: reject
 tenant_descriptor: tenant
 defaults:
@@ -52,8 +53,10 @@ limits:
     on_failure: open
 `
 
-// classes is the workload's request mix, about 300 calls a second.
-func classes() []workload.Class {
+// DefaultClasses is the workload's request mix (unless Options.Classes
+// says otherwise): shares of the offered rate, 300 calls a second by
+// default.
+func DefaultClasses() []workload.Class {
 	return []workload.Class{
 		// Three hot tenants at ~50/s each against 2/s, users spread.
 		{Name: "hot", Weight: 150, Keys: 3, Cost: 1, Limits: []string{"tenant", "user"},
@@ -70,18 +73,23 @@ func classes() []workload.Class {
 	}
 }
 
-// victimGroup is the group whose owner a targeted nemesis picks: the
-// first hot tenant's.
-const victimGroup = "hot-0"
+// DefaultVictimGroup is the group whose owner a targeted nemesis picks:
+// the first hot tenant's.
+const DefaultVictimGroup = "hot-0"
 
-// limitSpecs describes the policy's limits for the history header.
-func limitSpecs() ([]history.LimitSpec, error) {
-	p, err := policy.Parse("chaos", []byte(policyYAML))
+// limitSpecs describes the policy's limits for the history header, and
+// checks that every class's limits are in it: a class naming a limit the
+// policy lacks would make every bound unknowable.
+func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpec, error) {
+	p, err := policy.Parse("chaos policy", policyYAML)
 	if err != nil {
-		return nil, fmt.Errorf("chaos policy: %w", err)
+		return nil, err
 	}
 	var out []history.LimitSpec
 	for _, l := range p.Limits {
+		if l.Shadow {
+			continue // decided but never enforced: nothing to bound
+		}
 		out = append(out, history.LimitSpec{
 			Name:             l.Name,
 			Interval:         time.Duration(l.Params.Interval) * time.Microsecond,
@@ -91,6 +99,13 @@ func limitSpecs() ([]history.LimitSpec, error) {
 			FallbackInterval: time.Duration(l.Fallback.Interval) * time.Microsecond,
 			FallbackBurst:    l.Fallback.Burst,
 		})
+	}
+	for _, c := range classes {
+		for _, name := range c.Limits {
+			if l := p.Limit(name); l == nil || l.Shadow {
+				return nil, fmt.Errorf("chaos: workload class %q expects limit %q, which the policy does not enforce", c.Name, name)
+			}
+		}
 	}
 	return out, nil
 }

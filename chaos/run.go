@@ -81,7 +81,14 @@ type Options struct {
 	Rate     float64
 	Deadline time.Duration
 	Seed     uint64
-	Checker  checker.Config
+	// Policy is the YAML every node enforces (default DefaultPolicy),
+	// Classes the request mix (default DefaultClasses) and VictimGroup the
+	// group whose owner a targeted nemesis hits (default
+	// DefaultVictimGroup). Every limit a class names must be in Policy.
+	Policy      []byte
+	Classes     []workload.Class
+	VictimGroup string
+	Checker     checker.Config
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
 }
@@ -101,6 +108,15 @@ func (o *Options) defaults() error {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.Policy == nil {
+		o.Policy = []byte(DefaultPolicy)
+	}
+	if o.Classes == nil {
+		o.Classes = DefaultClasses()
+	}
+	if o.VictimGroup == "" {
+		o.VictimGroup = DefaultVictimGroup
 	}
 	if reflect.ValueOf(o.Checker).IsZero() {
 		o.Checker = CheckerConfig()
@@ -140,6 +156,10 @@ func (o Outcome) OK() bool { return o.Err == nil && o.Result.OK() }
 // up, when ctx is done.
 func Run(ctx context.Context, opts Options, scenarios []Scenario) ([]Outcome, error) {
 	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	// Bad input is refused before anything starts.
+	if _, err := limitSpecs(opts.Policy, opts.Classes); err != nil {
 		return nil, err
 	}
 	var outs []Outcome
@@ -227,11 +247,11 @@ func runScenario(ctx context.Context, opts Options, s Scenario) (out Outcome) {
 // drive builds the testbed, runs the workload and the nemesis on schedule,
 // and tears everything down.
 func drive(ctx context.Context, opts Options, s Scenario, dir, opsPath string, events *history.Writer, logf func(string, ...any)) (err error) {
-	limits, err := limitSpecs()
+	limits, err := limitSpecs(opts.Policy, opts.Classes)
 	if err != nil {
 		return err
 	}
-	tb, err := newTestbed(ctx, dir, opts.NodeBin, opts.Nodes, events, logf)
+	tb, err := newTestbed(ctx, dir, opts, events, logf)
 	if err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
@@ -297,7 +317,7 @@ func fault(ctx context.Context, tb *testbed, s Scenario) error {
 // startClient runs the workload in the client's namespace.
 func startClient(tb *testbed, opts Options, dir, opsPath string) (*netlab.Proc, error) {
 	cfg := workload.Config{
-		Classes:     classes(),
+		Classes:     opts.Classes,
 		Rate:        opts.Rate,
 		Duration:    24 * time.Hour, // until SIGTERM
 		Deadline:    opts.Deadline,

@@ -59,6 +59,7 @@ type testbed struct {
 	dir      string
 	nodeBin  string
 	policy   string
+	victim   string // the group whose owner a targeted nemesis hits
 	redis    *netlab.Host
 	redisP   *netlab.Proc
 	nodes    []*Node
@@ -71,12 +72,12 @@ type testbed struct {
 // newTestbed builds the network and starts redis-server and n nodes, and
 // waits until every node sees the whole cluster. On error it has already
 // cleaned up what it made.
-func newTestbed(ctx context.Context, dir, nodeBin string, n int, events *history.Writer, logf func(string, ...any)) (tb *testbed, err error) {
+func newTestbed(ctx context.Context, dir string, opts Options, events *history.Writer, logf func(string, ...any)) (tb *testbed, err error) {
 	lab, err := netlab.New("chaos")
 	if err != nil {
 		return nil, err
 	}
-	tb = &testbed{lab: lab, dir: dir, nodeBin: nodeBin, events: events, logf: logf}
+	tb = &testbed{lab: lab, dir: dir, nodeBin: opts.NodeBin, victim: opts.VictimGroup, events: events, logf: logf}
 	defer func() {
 		if err != nil {
 			tb.close()
@@ -84,13 +85,13 @@ func newTestbed(ctx context.Context, dir, nodeBin string, n int, events *history
 		}
 	}()
 	tb.policy = filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(tb.policy, []byte(policyYAML), 0o644); err != nil {
+	if err := os.WriteFile(tb.policy, opts.Policy, 0o644); err != nil {
 		return nil, err
 	}
 	if tb.redis, err = lab.AddHost("redis"); err != nil {
 		return nil, err
 	}
-	for i := 1; i <= n; i++ {
+	for i := 1; i <= opts.Nodes; i++ {
 		h, err := lab.AddHost(fmt.Sprintf("n%d", i))
 		if err != nil {
 			return nil, err

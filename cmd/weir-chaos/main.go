@@ -2,6 +2,7 @@
 // workload client.
 //
 //	weir-chaos run [-suite short|full] [-scenarios a,b] -node-bin PATH [-out DIR]
+//	               [-policy FILE] [-workload FILE] [-victim GROUP] [-rate N] [-deadline D]
 //	weir-chaos client -config FILE -out FILE
 //
 // run needs root, iproute2 and nftables. It prints the summary table and
@@ -60,6 +61,7 @@ func main() {
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage:
   weir-chaos run [-suite short|full] [-scenarios a,b] -node-bin PATH [-out DIR]
+                 [-policy FILE] [-workload FILE] [-victim GROUP] [-rate N] [-deadline D]
   weir-chaos client -config FILE -out FILE`)
 }
 
@@ -73,8 +75,31 @@ func runSuite(args []string) error {
 	out := fs.String("out", "chaos-results", "directory for histories, logs, plots and report.md")
 	rate := fs.Float64("rate", 300, "workload calls per second")
 	deadline := fs.Duration("deadline", 250*time.Millisecond, "each call's deadline")
+	policyPath := fs.String("policy", "", "policy YAML the nodes enforce (default: chaos.DefaultPolicy)")
+	workloadPath := fs.String("workload", "", "JSON array of workload classes (default: chaos.DefaultClasses); every limit a class names must be in the policy")
+	victim := fs.String("victim", chaos.DefaultVictimGroup, "group whose owner the targeted nemeses hit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	opts := chaos.Options{Rate: *rate, Deadline: *deadline, VictimGroup: *victim, Log: os.Stderr}
+	if *policyPath != "" {
+		b, err := os.ReadFile(*policyPath)
+		if err != nil {
+			return err
+		}
+		opts.Policy = b
+	}
+	if *workloadPath != "" {
+		b, err := os.ReadFile(*workloadPath)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, &opts.Classes); err != nil {
+			return fmt.Errorf("run: %s: %w", *workloadPath, err)
+		}
+		if len(opts.Classes) == 0 {
+			return fmt.Errorf("run: %s names no workload classes", *workloadPath)
+		}
 	}
 	if *nodeBin == "" {
 		return errors.New("run: -node-bin is required (make chaos builds it)")
@@ -117,8 +142,8 @@ func runSuite(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	outs, err := chaos.Run(ctx, chaos.Options{NodeBin: bin, ClientCmd: []string{self, "client"}, Dir: dir,
-		Rate: *rate, Deadline: *deadline, Log: os.Stderr}, scenarios)
+	opts.NodeBin, opts.ClientCmd, opts.Dir = bin, []string{self, "client"}, dir
+	outs, err := chaos.Run(ctx, opts, scenarios)
 	if report, rerr := os.ReadFile(filepath.Join(dir, "report.md")); rerr == nil {
 		os.Stdout.Write(report)
 	}
