@@ -14,6 +14,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/client"
+	"github.com/weirhq/weir/server/servertest"
 )
 
 // forever is a batch window that never elapses within a test: batches then
@@ -68,7 +69,7 @@ func ids(n int) []string {
 
 func TestClient_Decide_unbatched(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), 0, 0)
+	c := newClient(t, servertest.Serve(t, fs), 0, 0)
 	resp, err := c.Decide(t.Context(), map[string]string{"id": "a", "deny": "1"}, 7)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +84,7 @@ func TestClient_Decide_unbatched(t *testing.T) {
 
 func TestClient_Decide_coalescesFullBatches(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), forever, 5)
+	c := newClient(t, servertest.Serve(t, fs), forever, 5)
 	want := ids(20)
 	resps, errs := decideAll(t.Context(), c, want)
 	for i := range want {
@@ -102,7 +103,7 @@ func TestClient_Decide_coalescesFullBatches(t *testing.T) {
 
 func TestClient_Decide_flushesAfterWindow(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), time.Millisecond, 100)
+	c := newClient(t, servertest.Serve(t, fs), time.Millisecond, 100)
 	resp, err := c.Decide(t.Context(), desc("only"), 1)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestClient_Decide_flushesAfterWindow(t *testing.T) {
 
 func TestClient_Decide_manyConcurrentCallers(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), 100*time.Microsecond, 16)
+	c := newClient(t, servertest.Serve(t, fs), 100*time.Microsecond, 16)
 	const callers, each = 50, 20
 	var wg sync.WaitGroup
 	for g := range callers {
@@ -147,7 +148,7 @@ func TestClient_Decide_manyConcurrentCallers(t *testing.T) {
 
 func TestClient_Decide_ctxCancelStopsWaiting(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), forever, 100)
+	c := newClient(t, servertest.Serve(t, fs), forever, 100)
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
@@ -165,7 +166,7 @@ func TestClient_Decide_timeoutInsideCtx(t *testing.T) {
 	fs.block = make(chan struct{})
 	for _, window := range []time.Duration{0, forever} {
 		cfg := client.DefaultConfig()
-		cfg.Target = serve(t, fs)
+		cfg.Target = servertest.Serve(t, fs)
 		cfg.BatchWindow = window
 		cfg.Timeout = 20 * time.Millisecond
 		c, err := client.New(cfg)
@@ -184,7 +185,7 @@ func TestClient_Decide_timeoutInsideCtx(t *testing.T) {
 
 func TestClient_Decide_abandonedCallIsNotSent(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), time.Millisecond, 2)
+	c := newClient(t, servertest.Serve(t, fs), time.Millisecond, 2)
 	// The abandoned call may or may not reach the batch (select picks at
 	// random); either way the server must never see it.
 	for range 20 {
@@ -212,7 +213,7 @@ func TestClient_Decide_abandonedCallIsNotSent(t *testing.T) {
 
 func TestClient_Decide_badRequestDoesNotFailOthers(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), forever, 3)
+	c := newClient(t, servertest.Serve(t, fs), forever, 3)
 	resps, errs := decideAll(t.Context(), c, []string{"a", "bad", "c"})
 	for i, id := range []string{"a", "", "c"} {
 		if id == "" {
@@ -232,7 +233,7 @@ func TestClient_Decide_badRequestDoesNotFailOthers(t *testing.T) {
 
 func TestClient_Decide_negativeCost(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), forever, 2)
+	c := newClient(t, servertest.Serve(t, fs), forever, 2)
 	if _, err := c.Decide(t.Context(), desc("neg"), -1); !errors.Is(err, client.ErrNegativeCost) {
 		t.Errorf("err = %v, want ErrNegativeCost", err)
 	}
@@ -240,7 +241,7 @@ func TestClient_Decide_negativeCost(t *testing.T) {
 
 func TestClient_Close_failsPendingCalls(t *testing.T) {
 	fs := newFakeServer()
-	addr := serve(t, fs)
+	addr := servertest.Serve(t, fs)
 	// Queued calls: the window never ends and the batch never fills.
 	queued := newClient(t, addr, forever, 100)
 	// Sent calls: the batch is full and the server holds it.
@@ -281,7 +282,7 @@ func TestClient_Close_failsPendingCalls(t *testing.T) {
 func TestClient_Close_unbatchedInFlight(t *testing.T) {
 	fs := newFakeServer()
 	fs.block = make(chan struct{})
-	c := newClient(t, serve(t, fs), 0, 0)
+	c := newClient(t, servertest.Serve(t, fs), 0, 0)
 	errc := make(chan error, 1)
 	go func() {
 		_, err := c.Decide(t.Context(), desc("x"), 1)
@@ -298,7 +299,7 @@ func TestClient_Close_unbatchedInFlight(t *testing.T) {
 
 func TestClient_DecideBatch(t *testing.T) {
 	fs := newFakeServer()
-	c := newClient(t, serve(t, fs), forever, 2) // explicit batches bypass the batcher
+	c := newClient(t, servertest.Serve(t, fs), forever, 2) // explicit batches bypass the batcher
 	reqs := []*weirv1.DecideRequest{
 		{Descriptors: desc("x"), Cost: 1},
 		{Descriptors: desc("y"), Cost: 2},

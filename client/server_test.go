@@ -2,13 +2,11 @@ package client_test
 
 import (
 	"context"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -109,26 +107,4 @@ func answer(req *weirv1.DecideRequest) *weirv1.DecideResponse {
 		Matched:       true,
 		PolicyVersion: req.GetDescriptors()["id"],
 	}
-}
-
-// serve starts fs on a real 127.0.0.1 socket and returns its address. The
-// server stops when the test ends.
-func serve(t *testing.T, fs *fakeServer) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	weirv1.RegisterRateLimiterServer(srv, fs)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return lis.Addr().String()
 }

@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/weirhq/weir/chaos/history"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
+	"github.com/weirhq/weir/server/servertest"
 )
 
 // node serves the built-in policy from memory over real gRPC.
@@ -24,15 +23,7 @@ func node(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	server.RegisterGRPC(s, lim, nil)
-	go s.Serve(ln)
-	t.Cleanup(s.Stop)
-	return ln.Addr().String()
+	return servertest.Serve(t, server.NewGRPCService(lim, nil))
 }
 
 // blackhole accepts connections and never answers.

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/server/servertest"
 )
 
 // runBenchJSON runs "weir bench --json" with args and decodes the summary.
@@ -52,7 +54,7 @@ func checkConsistent(t *testing.T, s *summary, f *fakeNode, batch int64) {
 
 func TestRunBench_closedLoop(t *testing.T) {
 	f := &fakeNode{}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "300ms", "--workers", "4", "--conns", "2", "--keys", "4")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -68,7 +70,7 @@ func TestRunBench_closedLoop(t *testing.T) {
 
 func TestRunBench_closedLoopBatches(t *testing.T) {
 	f := &fakeNode{}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "200ms", "--batch", "3", "--keys", "1", "--cost", "2")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -81,7 +83,7 @@ func TestRunBench_closedLoopBatches(t *testing.T) {
 
 func TestRunBench_openLoop(t *testing.T) {
 	f := &fakeNode{}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--mode", "open", "--rate", "2000", "--duration", "300ms", "--keys", "4")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -96,7 +98,7 @@ func TestRunBench_openLoop(t *testing.T) {
 
 func TestRunBench_openLoopCountsQueueingAndDrops(t *testing.T) {
 	f := &fakeNode{delay: 20 * time.Millisecond}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	// One worker and a queue of one against a server taking 20ms: most
 	// arrivals are dropped, and the queued ones wait up to another 20ms.
 	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--mode", "open", "--rate", "1000", "--duration", "200ms", "--workers", "1", "--keys", "1")
@@ -116,7 +118,7 @@ func TestRunBench_openLoopCountsQueueingAndDrops(t *testing.T) {
 
 func TestRunBench_hotKey(t *testing.T) {
 	f := &fakeNode{}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	if code, _ := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "100ms", "--keys", "100", "--hot", "1"); code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
@@ -133,7 +135,7 @@ func TestRunBench_interruptStillReports(t *testing.T) {
 			cancel() // Ctrl-C
 		}
 	}}
-	addr := serveFake(t, f)
+	addr := servertest.Serve(t, f)
 	code, s := runBenchJSON(t, ctx, "--addr", addr, "--duration", "1h", "--keys", "1")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
@@ -145,7 +147,7 @@ func TestRunBench_interruptStillReports(t *testing.T) {
 }
 
 func TestRunBench_humanSummary(t *testing.T) {
-	addr := serveFake(t, &fakeNode{})
+	addr := servertest.Serve(t, &fakeNode{})
 	code, stdout, stderr := runCLI(t.Context(), "bench", "--addr", addr, "--mode", "open", "--rate", "500", "--duration", "100ms", "--warmup", "50ms", "--keys", "4")
 	if code != exitOK {
 		t.Fatalf("exit %d, stderr %q", code, stderr)

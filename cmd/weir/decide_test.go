@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/server/servertest"
 )
 
 func TestFormatDecision(t *testing.T) {
@@ -61,7 +62,7 @@ policy:       v7
 }
 
 func TestRunDecide_exitCodes(t *testing.T) {
-	addr := serveFake(t, &fakeNode{})
+	addr := servertest.Serve(t, &fakeNode{})
 	tests := []struct {
 		user     string
 		wantCode int
@@ -85,7 +86,7 @@ func TestRunDecide_exitCodes(t *testing.T) {
 }
 
 func TestRunDecide_json(t *testing.T) {
-	addr := serveFake(t, &fakeNode{})
+	addr := servertest.Serve(t, &fakeNode{})
 	code, stdout, stderr := runCLI(t.Context(), "decide", "--addr", addr, "-d", "user=key-3", "--cost", "2", "--json")
 	if code != exitNo {
 		t.Fatalf("exit %d, want 1 (stderr %q)", code, stderr)

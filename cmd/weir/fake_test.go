@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -108,25 +106,4 @@ func fakeResponse(allowed bool) *weirv1.DecideResponse {
 		r.Limits[0].RetryAfter = r.RetryAfter
 	}
 	return r
-}
-
-// serveFake starts f on a real 127.0.0.1 socket for the test's lifetime.
-func serveFake(t *testing.T, f *fakeNode) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	weirv1.RegisterRateLimiterServer(srv, f)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		srv.Stop()
-		<-done
-	})
-	return lis.Addr().String()
 }
