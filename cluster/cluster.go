@@ -211,18 +211,19 @@ func blame(ctx context.Context, err error) error {
 // node's breaker, which would then fail every group this node owns. So the
 // answer must arrive in time even when Redis is slow: work that needs Redis
 // stops a quarter of the sender's remaining time early and the item answers
-// with its error (the sender's owner_failed), and items that need Redis are
-// decided concurrently, so one slow load cannot hold back the items this
-// node can decide from memory.
+// with its error and failure reason, and items that need Redis are decided
+// concurrently, so one slow load cannot hold back the items this node can
+// decide from memory.
 func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.Item) []peer.Result {
 	rctx, cancel := replyContext(ctx)
 	defer cancel()
 	results := make([]peer.Result, len(items))
-	decide := func(i int) {
+	type decider func(context.Context, *limiter.StoreRequest, []gcra.Result) (gcra.Result, error)
+	decide := func(i int, with decider) {
 		it := &items[i]
 		r := limiter.StoreRequest{Group: it.Group, Keys: it.Keys, Limits: it.Limits, Cost: it.Cost, Now: it.Now, Strict: it.Strict}
 		out := make([]gcra.Result, len(it.Keys))
-		agg, err := c.decideLocal(rctx, &r, out)
+		agg, err := with(rctx, &r, out)
 		results[i] = peer.Result{Overall: agg, Results: out, Err: err}
 		switch ue, ok := errors.AsType[*limiter.UnavailableError](err); {
 		case ok:
@@ -242,9 +243,9 @@ func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.It
 		case owner != c.cfg.LocalName:
 			results[i].NotOwner = owner
 		case c.inMemory(it):
-			decide(i)
+			decide(i, c.decideHeld)
 		default:
-			slow.Go(func() { decide(i) })
+			slow.Go(func() { decide(i, c.decideLocal) })
 		}
 	}
 	slow.Wait()
@@ -261,13 +262,15 @@ func replyContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, d.Add(-time.Until(d)/4))
 }
 
-// inMemory reports whether it can be decided without Redis: a fast item
-// whose keys this node holds, or any item when there is no Redis.
+// inMemory reports whether it can be decided from memory alone, with
+// decideHeld: any item when there is no Redis; otherwise a fast item whose
+// keys this node holds, unless the node has just been frozen (decideLocal
+// reloads then).
 func (c *Cluster) inMemory(it *peer.Item) bool {
 	if c.deps.Redis == nil {
 		return true
 	}
-	if it.Strict && c.strict != nil {
+	if (it.Strict && c.strict != nil) || c.frozen() {
 		return false
 	}
 	for _, k := range it.Keys {

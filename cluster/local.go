@@ -23,6 +23,13 @@ func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out 
 	if err := c.ensureLoaded(ctx, r); err != nil {
 		return gcra.Result{}, err
 	}
+	return c.decideHeld(ctx, r, out)
+}
+
+// decideHeld decides a fast r from the TATs in memory (all of r's keys are
+// held, or known missing without Redis) and marks what it admitted for
+// write-behind.
+func (c *Cluster) decideHeld(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	agg, err := c.deps.Mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
 	if err != nil || !agg.Allowed || c.deps.WriteBehind == nil {
 		return agg, err
