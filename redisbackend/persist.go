@@ -118,12 +118,7 @@ func (b *Backend) runStore(ctx context.Context, tats []TAT, full bool) ([]*redis
 		if t.TAT+ExpiryGrace.Microseconds() > t.Now {
 			px = (t.TAT-t.Now+999)/1000 + 1 + ExpiryGrace.Milliseconds()
 		}
-		keys, args := []string{t.Key}, []any{strconv.FormatInt(t.TAT, 10), strconv.FormatInt(px, 10)}
-		if full {
-			cmds[i] = b.store.Eval(ctx, pipe, keys, args...)
-		} else {
-			cmds[i] = b.store.EvalSha(ctx, pipe, keys, args...)
-		}
+		cmds[i] = queueScript(ctx, pipe, b.store, full, []string{t.Key}, strconv.FormatInt(t.TAT, 10), strconv.FormatInt(px, 10))
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err

@@ -81,14 +81,19 @@ func (b *Backend) runPipeline(ctx context.Context, reqs []DecideRequest, args []
 	pipe := b.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(idx))
 	for j, i := range idx {
-		if full {
-			cmds[j] = b.script.Eval(ctx, pipe, reqs[i].Keys, args[i]...)
-		} else {
-			cmds[j] = b.script.EvalSha(ctx, pipe, reqs[i].Keys, args[i]...)
-		}
+		cmds[j] = queueScript(ctx, pipe, b.script, full, reqs[i].Keys, args[i]...)
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
+}
+
+// queueScript queues one call of s: EVALSHA, or EVAL (which also caches
+// the script again) when full, for a server that answered NOSCRIPT.
+func queueScript(ctx context.Context, pipe redis.Pipeliner, s *redis.Script, full bool, keys []string, args ...any) *redis.Cmd {
+	if full {
+		return s.Eval(ctx, pipe, keys, args...)
+	}
+	return s.EvalSha(ctx, pipe, keys, args...)
 }
 
 func replyDecision(cmd *redis.Cmd, n int) (Decision, error) {
