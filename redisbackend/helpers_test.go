@@ -66,6 +66,19 @@ func newBackend(t testing.TB, client redis.UniversalClient, timeout time.Duratio
 	return b
 }
 
+// startBackend starts a Redis and returns a client of it, a backend over
+// that client with a one-second timeout, and the server's time now.
+func startBackend(t testing.TB) (*redis.Client, *redisbackend.Backend, int64) {
+	t.Helper()
+	c, _ := newClient(t, redistest.Start(t), 2)
+	b := newBackend(t, c, time.Second)
+	now, err := b.Time(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, b, now
+}
+
 func lim(interval, burst int64) gcra.Limit { return gcra.Limit{Interval: interval, Burst: burst} }
 
 // sameResult compares two results the way they are observable: TATs at or

@@ -12,14 +12,8 @@ import (
 )
 
 func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
-	srv := redistest.Start(t)
-	c, _ := newClient(t, srv, 2)
-	b := newBackend(t, c, time.Second)
+	c, b, now := startBackend(t)
 	ctx := t.Context()
-	now, err := b.Time(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tats := []redisbackend.TAT{
 		{Key: "rl:{p}:ahead", TAT: now + 2_500_000, Now: now}, // 2.5s ahead
 		{Key: "rl:{p}:tiny", TAT: now + 1, Now: now},          // 1us ahead
@@ -149,14 +143,8 @@ func TestBackend_DecidePipelined_matchesDecide(t *testing.T) {
 // TAT, whatever order the writes arrive in, and a stale "rested" write does
 // not delete a later TAT.
 func TestBackend_StoreTATs_neverMovesBackwards(t *testing.T) {
-	srv := redistest.Start(t)
-	c, _ := newClient(t, srv, 2)
-	b := newBackend(t, c, time.Second)
+	c, b, now := startBackend(t)
 	ctx := t.Context()
-	now, err := b.Time(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	later := redisbackend.TAT{Key: "rl:{q}:k", TAT: now + 5_000_000, Now: now}
 	for _, stale := range []redisbackend.TAT{
 		{Key: "rl:{q}:k", TAT: now + 1_000_000, Now: now}, // earlier TAT
