@@ -36,15 +36,23 @@ func within(t *testing.T, what string, limit time.Duration, f func() error) {
 	}
 }
 
-func TestBackend_pausedRedis_failsWithinTimeout(t *testing.T) {
+// healthyBackend starts a Redis and a backend with the given timeout, and
+// checks that it decides while the server is well.
+func healthyBackend(t *testing.T, timeout time.Duration) (*redistest.Server, *redisbackend.Backend) {
+	t.Helper()
 	srv := redistest.Start(t)
 	c, _ := newClient(t, srv, 4)
-	const timeout = 100 * time.Millisecond
 	b := newBackend(t, c, timeout)
-	ctx := t.Context()
-	if _, err := b.Decide(ctx, failKeys, failLimits, 1, 0); err != nil {
+	if _, err := b.Decide(t.Context(), failKeys, failLimits, 1, 0); err != nil {
 		t.Fatalf("healthy decide: %v", err)
 	}
+	return srv, b
+}
+
+func TestBackend_pausedRedis_failsWithinTimeout(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	srv, b := healthyBackend(t, timeout)
+	ctx := t.Context()
 	srv.Pause()
 	within(t, "Decide", timeout, func() error {
 		_, err := b.Decide(ctx, failKeys, failLimits, 1, 0)
@@ -76,14 +84,9 @@ func TestBackend_pausedRedis_failsWithinTimeout(t *testing.T) {
 }
 
 func TestBackend_killedRedis_failsThenRecovers(t *testing.T) {
-	srv := redistest.Start(t)
-	c, _ := newClient(t, srv, 4)
 	const timeout = 100 * time.Millisecond
-	b := newBackend(t, c, timeout)
+	srv, b := healthyBackend(t, timeout)
 	ctx := t.Context()
-	if _, err := b.Decide(ctx, failKeys, failLimits, 1, 0); err != nil {
-		t.Fatalf("healthy decide: %v", err)
-	}
 	srv.Stop()
 	within(t, "Decide on a dead Redis", timeout, func() error {
 		_, err := b.Decide(ctx, failKeys, failLimits, 1, 0)
@@ -99,7 +102,7 @@ func TestBackend_killedRedis_failsThenRecovers(t *testing.T) {
 	if _, err := b.Decide(ctx, failKeys, failLimits, 1, 0); err != nil {
 		t.Fatalf("decide after restart: %v", err)
 	}
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
+	if err := srv.Client().ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Decide(ctx, failKeys, failLimits, 1, 0); err != nil {
