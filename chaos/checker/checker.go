@@ -77,16 +77,16 @@ func (v Violation) Describe(start int64) string {
 	switch v.Kind {
 	case KindFallback:
 		s = fmt.Sprintf("limit %q key %q: %d units admitted by the local fallback in %s, fallback allowance %s",
-			v.Limit, v.Key, v.Admitted, at, units(v.Allowance))
+			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance))
 	case KindClosed:
 		s = fmt.Sprintf("limit %q key %q: %d units admitted by a closed failure policy in %s, allowance 0",
 			v.Limit, v.Key, v.Admitted, at)
 	case KindState:
 		s = fmt.Sprintf("limit %q key %q: state lost: %d units admitted in %s after the fault, allowance %s (bound %s)",
-			v.Limit, v.Key, v.Admitted, at, units(v.Allowance), units(v.Bound))
+			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance), Units(v.Bound))
 	default:
 		s = fmt.Sprintf("limit %q key %q: %d units admitted in %s, allowance %s (bound %s)",
-			v.Limit, v.Key, v.Admitted, at, units(v.Allowance), units(v.Bound))
+			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance), Units(v.Bound))
 	}
 	switch {
 	case v.Kind == KindClosed && v.Windows > 1:
@@ -713,8 +713,9 @@ func (c *checker) collect() {
 
 func secondsSince(t, start int64) float64 { return float64(t-start) / 1e9 }
 
-// units renders a bound: an integer when it is one, else two decimals.
-func units(x float64) string {
+// Units renders a number of units the way violations do: an integer when
+// it is one, else with two decimals.
+func Units(x float64) string {
 	if math.IsInf(x, 0) || math.IsNaN(x) {
 		return strconv.FormatFloat(x, 'f', -1, 64)
 	}
@@ -723,7 +724,3 @@ func units(x float64) string {
 	}
 	return strconv.FormatFloat(x, 'f', 2, 64)
 }
-
-// Units renders a number of units the way violations do: an integer when it
-// is one, else with two decimals.
-func Units(x float64) string { return units(x) }
