@@ -108,7 +108,7 @@ func TestGrantor_Grant_busyWhileThePeersLeaseIsUnsettled(t *testing.T) {
 func TestGrantor_Effective_leasedUnitsDoNotRefill(t *testing.T) {
 	g := newTestGrantor(t)
 	a := mustGrant(t, g, 0, t0, ask("p1", 1e6)) // 8 units, TAT t0+8ms
-	now := t0 + 50_000                           // plain GCRA would be rested
+	now := t0 + 50_000                          // plain GCRA would be rested
 	eff := g.Effective("g", "k", a.TAT, now)
 	if eff != now+8000 {
 		t.Fatalf("effective %d, want now + 8 intervals = %d", eff, now+8000)
