@@ -245,13 +245,12 @@ func (h *Holder) expire(k *held, now int64) {
 // NoteDenial remembers the owner's denial of a forwarded request of cost on
 // key, answered at now (when the answer arrived, so never before the owner
 // decided) with retryAfter microseconds. Until one unit would fit, Spend
-// refuses requests on key locally. Unknown keys are ignored.
+// refuses requests on key locally. The last answer wins: a denial after
+// which one unit already fits clears the memory. Unknown keys are ignored.
 func (h *Holder) NoteDenial(key string, retryAfter, cost, now int64) {
 	k := h.keys[key]
 	if k == nil || retryAfter <= 0 || cost <= 0 {
 		return
 	}
-	if until := now + retryAfter - (cost-1)*k.ref.Limit.Interval; until > now {
-		k.deniedUntil = until
-	}
+	k.deniedUntil = now + retryAfter - (cost-1)*k.ref.Limit.Interval
 }
