@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,10 @@ import (
 
 // GrantorConfig tunes a Grantor.
 type GrantorConfig struct {
+	// Name identifies this ledger in its leases; returns naming another
+	// ledger credit nothing. Make it change when the node restarts (node
+	// name plus boot incarnation), since lease numbers start again at 1.
+	Name string
 	// Grace is added to every lease's lifetime on the owner. A peer's lease
 	// ends TTL after it sent the request, which is never later than TTL
 	// after the owner received it; Grace covers the two clocks running at
@@ -18,12 +23,15 @@ type GrantorConfig struct {
 	Grace time.Duration
 }
 
-// DefaultGrantorConfig returns a 5ms grace.
+// DefaultGrantorConfig returns a 5ms grace. Name must still be set.
 func DefaultGrantorConfig() GrantorConfig { return GrantorConfig{Grace: 5 * time.Millisecond} }
 
 // Validate reports whether c is usable. It changes nothing.
 func (c GrantorConfig) Validate() error {
-	if c.Grace < 0 {
+	switch {
+	case c.Name == "":
+		return errors.New("lease: grantor name is required")
+	case c.Grace < 0:
 		return fmt.Errorf("lease: grace %s must not be negative", c.Grace)
 	}
 	return nil
@@ -189,8 +197,8 @@ func (g *Grantor) Grant(tat, now int64, req Request) (Answer, error) {
 	g.expire(b, expired)
 	var ans Answer
 	// A lease that expired before its return arrived credits nothing: its
-	// units were written off when it expired.
-	if ret := b.find(req.Return.Lease); ret >= 0 {
+	// units were written off when it expired. Nor does another ledger's.
+	if ret := b.find(req.Return.Lease); ret >= 0 && req.Return.Grantor == g.cfg.Name {
 		// The returned units and the spent ones leave the reservation
 		// now: fold the floor first, then give back the unspent units.
 		tat = max(tat, floorAt(now, held, b.interval)) - req.Return.Unspent*b.interval
@@ -224,7 +232,7 @@ func (g *Grantor) check(b *book, req Request) error {
 	if err := req.Terms.Validate(); err != nil {
 		return err
 	}
-	if b == nil {
+	if b == nil || req.Return.Grantor != g.cfg.Name {
 		return nil
 	}
 	if i := b.find(req.Return.Lease); i >= 0 {
@@ -277,7 +285,7 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	g.nextID++
 	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlMicros() + g.cfg.Grace.Microseconds()}
 	b.insert(l)
-	ans.Outcome, ans.TAT, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, l.id, n, req.Terms.ttlMicros()
+	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlMicros()
 	g.stats.Grants++
 	g.stats.GrantedUnits += n
 	return ans

@@ -20,7 +20,7 @@ const t0 = int64(1_000_000_000)
 
 func newTestGrantor(t *testing.T) *Grantor {
 	t.Helper()
-	g, err := NewGrantor(GrantorConfig{})
+	g, err := NewGrantor(GrantorConfig{Name: "o"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestGrantor_Grant_sizesAndFits(t *testing.T) {
 			g := newTestGrantor(t)
 			got := mustGrant(t, g, tt.tat, t0, ask("p1", tt.demand))
 			if tt.want.Outcome == Granted {
-				tt.want.Lease, tt.want.TTL = 1, 100_000
+				tt.want.Grantor, tt.want.Lease, tt.want.TTL = "o", 1, 100_000
 			}
 			if got != tt.want {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
@@ -129,7 +129,7 @@ func TestGrantor_Grant_returnCreditsExactlyTheUnspentUnits(t *testing.T) {
 	a := mustGrant(t, g, 0, t0, ask("p1", 1e6)) // 8 units
 	now := t0 + 50_000
 	req := ask("p1", 0)
-	req.Return = Return{Lease: a.Lease, Unspent: 5}
+	req.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: 5}
 	b := mustGrant(t, g, a.TAT, now, req)
 	// Floor now + 8 intervals, minus the 5 returned: the 3 spent units
 	// count as admitted at the latest moment they could have been.
@@ -146,6 +146,19 @@ func TestGrantor_Grant_returnCreditsExactlyTheUnspentUnits(t *testing.T) {
 	}
 }
 
+func TestGrantor_Grant_returnToAnotherLedgerCreditsNothing(t *testing.T) {
+	// The key moved from owner "old" to "o" and each numbered its first
+	// lease 1: the return of old's lease 1 must not settle o's.
+	g := newTestGrantor(t)
+	a := mustGrant(t, g, 0, t0, ask("p1", 40))
+	req := ask("p1", 0)
+	req.Return = Return{Grantor: "old", Lease: a.Lease, Unspent: 4}
+	b := mustGrant(t, g, a.TAT, t0+1000, req)
+	if b.Credited != 0 || b.TAT != a.TAT || g.Outstanding("g", "k", t0+1000) != 4 {
+		t.Fatalf("another ledger's return settled a lease: %+v", b)
+	}
+}
+
 func TestGrantor_Grant_returnAfterExpiryCreditsNothing(t *testing.T) {
 	// 8 units granted at t0 expire at t0+100ms.
 	for _, tc := range []struct {
@@ -155,7 +168,7 @@ func TestGrantor_Grant_returnAfterExpiryCreditsNothing(t *testing.T) {
 		g := newTestGrantor(t)
 		a := mustGrant(t, g, 0, t0, ask("p1", 1e6))
 		req := ask("p1", 0)
-		req.Return = Return{Lease: a.Lease, Unspent: 8}
+		req.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: 8}
 		b := mustGrant(t, g, a.TAT, tc.now, req)
 		if b.Credited != tc.credited {
 			t.Fatalf("return at t0+%dus credited %d, want %d", tc.now-t0, b.Credited, tc.credited)
@@ -188,7 +201,7 @@ func TestGrantor_expiryFoldsTheReservationIntoTheTAT(t *testing.T) {
 }
 
 func TestGrantor_Grant_graceExtendsTheOwnersReservation(t *testing.T) {
-	g, err := NewGrantor(GrantorConfig{Grace: time.Millisecond})
+	g, err := NewGrantor(GrantorConfig{Name: "o", Grace: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,10 +222,10 @@ func TestGrantor_Grant_badInputChangesNothing(t *testing.T) {
 		"infinite demand":      func(r *Request) { r.Demand = math.Inf(1) },
 		"bad limit":            func(r *Request) { r.Limit.Burst = 0 },
 		"bad terms":            func(r *Request) { r.Terms.Max = 0 },
-		"negative return":      func(r *Request) { r.Return = Return{Lease: a.Lease, Unspent: -1} },
+		"negative return":      func(r *Request) { r.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: -1} },
 		"units without lease":  func(r *Request) { r.Return = Return{Unspent: 1} },
-		"more than granted":    func(r *Request) { r.Return = Return{Lease: a.Lease, Unspent: 5} },
-		"another peer's lease": func(r *Request) { r.Peer = "p2"; r.Return = Return{Lease: a.Lease, Unspent: 1} },
+		"more than granted":    func(r *Request) { r.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: 5} },
+		"another peer's lease": func(r *Request) { r.Peer = "p2"; r.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: 1} },
 	}
 	for name, mutate := range bad {
 		req := ask("p1", 40)

@@ -112,6 +112,7 @@ type Holder struct {
 type held struct {
 	ref         Ref
 	units       int64
+	grantor     string
 	lease       uint64 // 0 when holding no lease
 	expires     int64
 	rate        float64 // demand in units per second at seen

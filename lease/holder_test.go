@@ -48,7 +48,7 @@ func lease(t *testing.T, h *Holder, sent, recv int64, units map[string]int64) Re
 	rep := Reply{Owner: "o", Seq: r.Seq, Answers: make([]Answer, len(r.Items))}
 	for i, it := range r.Items {
 		if n := units[it.Key]; n > 0 {
-			rep.Answers[i] = Answer{Outcome: Granted, Units: n, Lease: uint64(100 + i), TTL: terms.ttlMicros()}
+			rep.Answers[i] = Answer{Outcome: Granted, Units: n, Grantor: "o", Lease: uint64(100 + i), TTL: terms.ttlMicros()}
 		}
 	}
 	if ok, err := h.Apply(rep, recv); !ok || err != nil {
@@ -187,7 +187,7 @@ func TestHolder_Refresh_returnsUnspentAndIgnoresStaleReplies(t *testing.T) {
 	first := lease(t, h, t0, t0+300, map[string]int64{"a": 8})
 	spend(t, h, 3, t0+1000, "a")
 	r, ok := h.Refresh("o", t0+2000)
-	if !ok || len(r.Items) != 1 || r.Items[0].Return != (Return{Lease: 100, Unspent: 5}) || r.Items[0].Peer != "p1" {
+	if !ok || len(r.Items) != 1 || r.Items[0].Return != (Return{Grantor: "o", Lease: 100, Unspent: 5}) || r.Items[0].Peer != "p1" {
 		t.Fatalf("refresh %+v", r)
 	}
 	if r.Items[0].Demand <= 0 {
@@ -293,7 +293,7 @@ func TestHolderConfig_Validate(t *testing.T) {
 			t.Errorf("%s: valid", name)
 		}
 	}
-	if ok.Validate() != nil || (GrantorConfig{Grace: -1}).Validate() == nil {
+	if ok.Validate() != nil || (GrantorConfig{Name: "o", Grace: -1}).Validate() == nil || (GrantorConfig{}).Validate() == nil {
 		t.Fatal("config validation")
 	}
 }

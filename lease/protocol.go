@@ -2,9 +2,10 @@ package lease
 
 import "github.com/weirhq/weir/gcra"
 
-// Return settles a lease: the peer gives back the units of lease Lease it
-// never spent. A zero Lease returns nothing.
+// Return settles a lease: the peer gives back the units of lease Lease,
+// granted by Grantor, that it never spent. A zero Lease returns nothing.
 type Return struct {
+	Grantor string
 	Lease   uint64
 	Unspent int64
 }
@@ -63,8 +64,10 @@ type Answer struct {
 	// TAT is the key's state after the request; the owner stores it
 	// (write-through) before the answer leaves. Not sent to the peer.
 	TAT int64
-	// Lease identifies a grant (never 0), for its return.
-	Lease uint64
+	// Grantor and Lease identify a grant (Lease is never 0), for its
+	// return: Grantor is the granting ledger's GrantorConfig.Name.
+	Grantor string
+	Lease   uint64
 	// Units granted; > 0 only when Granted.
 	Units int64
 	// TTL is the grant's lifetime in microseconds, to be measured by the

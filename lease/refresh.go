@@ -70,7 +70,7 @@ func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
 			it.Demand = h.demand(k, now)
 		}
 		if k.lease != 0 {
-			it.Return = Return{Lease: k.lease, Unspent: k.units}
+			it.Return = Return{Grantor: k.grantor, Lease: k.lease, Unspent: k.units}
 			p.returned += k.units
 			h.stats.ReturnedUnits += k.units
 			k.units, k.lease = 0, 0
@@ -106,7 +106,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		}
 		switch a.Outcome {
 		case Granted:
-			k.units, k.lease, k.expires = a.Units, a.Lease, p.sent+a.TTL
+			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
 			k.deniedUntil, k.quietUntil = 0, 0
 			h.stats.ReceivedUnits += a.Units
 		case Denied:
