@@ -37,7 +37,8 @@ func (c GrantorConfig) Validate() error {
 	return nil
 }
 
-// GrantorStats are a Grantor's cumulative counts, for metrics.
+// GrantorStats are a Grantor's cumulative counts for one limit, for
+// metrics.
 type GrantorStats struct {
 	Grants, Denials, Capped, Busy int64
 	// GrantedUnits, CreditedUnits and ExpiredUnits count units granted,
@@ -78,14 +79,15 @@ type Grantor struct {
 	cfg    GrantorConfig
 	nextID uint64
 	books  map[bookKey]*book
-	stats  GrantorStats
+	stats  map[string]*GrantorStats // by Request.Label
 }
 
 type bookKey struct{ group, key string }
 
 // book is one key's open leases, sorted by expiry.
 type book struct {
-	interval int64 // the key's emission interval at the last grant
+	interval int64  // the key's emission interval at the last grant
+	label    string // the key's limit, for stats
 	leases   []open
 }
 
@@ -101,11 +103,26 @@ func NewGrantor(cfg GrantorConfig) (*Grantor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Grantor{cfg: cfg, books: make(map[bookKey]*book)}, nil
+	return &Grantor{cfg: cfg, books: make(map[bookKey]*book), stats: make(map[string]*GrantorStats)}, nil
 }
 
-// Stats returns the cumulative counts.
-func (g *Grantor) Stats() GrantorStats { return g.stats }
+// Stats returns the cumulative counts per limit label (Request.Label).
+func (g *Grantor) Stats() map[string]GrantorStats {
+	out := make(map[string]GrantorStats, len(g.stats))
+	for l, s := range g.stats {
+		out[l] = *s
+	}
+	return out
+}
+
+func (g *Grantor) stat(label string) *GrantorStats {
+	s := g.stats[label]
+	if s == nil {
+		s = &GrantorStats{}
+		g.stats[label] = s
+	}
+	return s
+}
 
 // Outstanding returns the units held by open leases on the key at now.
 func (g *Grantor) Outstanding(group, key string, now int64) int64 {
@@ -166,7 +183,7 @@ func floorAt(at, units, interval int64) int64 {
 // expire drops the leases walk found expired and counts them.
 func (g *Grantor) expire(b *book, n int) {
 	for _, l := range b.leases[:n] {
-		g.stats.ExpiredUnits += l.units
+		g.stat(b.label).ExpiredUnits += l.units
 	}
 	b.leases = slices.Delete(b.leases, 0, n)
 }
@@ -192,7 +209,7 @@ func (g *Grantor) Grant(tat, now int64, req Request) (Answer, error) {
 		b = &book{}
 		g.books[k] = b
 	}
-	b.interval = req.Limit.Interval
+	b.interval, b.label = req.Limit.Interval, req.Label
 	tat, held, expired := b.walk(tat, now)
 	g.expire(b, expired)
 	var ans Answer
@@ -205,7 +222,7 @@ func (g *Grantor) Grant(tat, now int64, req Request) (Answer, error) {
 		held -= b.leases[ret].units
 		b.leases = slices.Delete(b.leases, ret, ret+1)
 		ans.Credited = req.Return.Unspent
-		g.stats.CreditedUnits += ans.Credited
+		g.stat(b.label).CreditedUnits += ans.Credited
 	}
 	ans = g.ask(b, tat, held, now, req, ans)
 	if len(b.leases) == 0 {
@@ -255,6 +272,7 @@ func (b *book) find(id uint64) int {
 // ask decides the new lease of a validated request on a settled book.
 func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) Answer {
 	ans.TAT = tat
+	st := g.stat(b.label)
 	want := Size(req.Demand, req.Terms)
 	switch {
 	case want == 0:
@@ -262,11 +280,11 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 		return ans
 	case slices.ContainsFunc(b.leases, func(l open) bool { return l.peer == req.Peer }):
 		ans.Outcome = Busy
-		g.stats.Busy++
+		st.Busy++
 		return ans
 	case Cap(req.Limit)-held < 1:
 		ans.Outcome = Capped
-		g.stats.Capped++
+		st.Capped++
 		return ans
 	}
 	n := min(want, Cap(req.Limit)-held)
@@ -279,15 +297,15 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	if !res.Allowed {
 		one, _ := gcra.Decide(base, now, req.Limit, 1)
 		ans.Outcome, ans.RetryAfter = Denied, one.RetryAfter
-		g.stats.Denials++
+		st.Denials++
 		return ans
 	}
 	g.nextID++
 	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlMicros() + g.cfg.Grace.Microseconds()}
 	b.insert(l)
 	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlMicros()
-	g.stats.Grants++
-	g.stats.GrantedUnits += n
+	st.Grants++
+	st.GrantedUnits += n
 	return ans
 }
 

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func newTestGrantor(t *testing.T) *Grantor {
 }
 
 func ask(peer string, demand float64) Request {
-	return Request{Peer: peer, Group: "g", Key: "k", Limit: lim20, Terms: terms, Demand: demand}
+	return Request{Peer: peer, Group: "g", Key: "k", Limit: lim20, Terms: terms, Demand: demand, Label: "lim"}
 }
 
 func mustGrant(t *testing.T, g *Grantor, tat, now int64, req Request) Answer {
@@ -84,7 +85,7 @@ func TestGrantor_Grant_capsOutstandingAtHalfTheBurst(t *testing.T) {
 	if c.Outcome != Capped || c.TAT != b.TAT {
 		t.Fatalf("third peer got %+v, want capped with the TAT unchanged", c)
 	}
-	if s := g.Stats(); s.Grants != 2 || s.GrantedUnits != 10 || s.Capped != 1 {
+	if s := g.Stats()["lim"]; s.Grants != 2 || s.GrantedUnits != 10 || s.Capped != 1 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -100,7 +101,7 @@ func TestGrantor_Grant_busyWhileThePeersLeaseIsUnsettled(t *testing.T) {
 	}
 	// Once the lease has expired the peer may lease again.
 	c := mustGrant(t, g, b.TAT, t0+100_000, ask("p1", 40))
-	if c.Outcome != Granted || g.Stats().ExpiredUnits != 4 {
+	if c.Outcome != Granted || g.Stats()["lim"].ExpiredUnits != 4 {
 		t.Fatalf("got %+v with stats %+v, want a grant after the 4 units expired", c, g.Stats())
 	}
 }
@@ -195,7 +196,7 @@ func TestGrantor_expiryFoldsTheReservationIntoTheTAT(t *testing.T) {
 	if len(floors) != 1 || floors[0] != (Floor{Group: "g", Key: "k", TAT: e + 8000}) {
 		t.Fatalf("sweep floors %+v", floors)
 	}
-	if g.Stats().ExpiredUnits != 8 || len(g.Sweep(e+5000)) != 0 {
+	if g.Stats()["lim"].ExpiredUnits != 8 || len(g.Sweep(e+5000)) != 0 {
 		t.Fatalf("stats %+v after a second sweep", g.Stats())
 	}
 }
@@ -236,7 +237,7 @@ func TestGrantor_Grant_badInputChangesNothing(t *testing.T) {
 		} else if !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, gcra.ErrInvalidLimit) && !errors.Is(err, ErrInvalidTerms) {
 			t.Errorf("%s: error %v wraps none of the package's sentinels", name, err)
 		}
-		if g.Stats() != before || g.Outstanding("g", "k", t0+1000) != 4 {
+		if !maps.Equal(g.Stats(), before) || g.Outstanding("g", "k", t0+1000) != 4 {
 			t.Errorf("%s: state changed", name)
 		}
 	}

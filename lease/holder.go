@@ -59,6 +59,8 @@ type Ref struct {
 	Owner string
 	Limit gcra.Limit
 	Terms Terms
+	// Label names the policy limit, only to label counts.
+	Label string
 }
 
 // SpendOutcome says how a Holder answered a Spend.
@@ -81,16 +83,14 @@ type Verdict struct {
 	RetryAfter int64
 }
 
-// HolderStats are a Holder's cumulative counts, for metrics.
+// HolderStats are a Holder's cumulative counts for one limit, for metrics.
+// A request counts once for each of its limits.
 type HolderStats struct {
 	Spends, Refusals, Forwards int64
 	// Unit counts: received in grants, spent, given back in refreshes,
 	// left unspent at expiry (stranded), and given back in refreshes
 	// that failed (stranded at the owner instead).
 	ReceivedUnits, SpentUnits, ReturnedUnits, StrandedUnits, LostUnits int64
-	// IgnoredReplies counts replies that did not answer the latest
-	// refresh to their owner; their grants strand at the owner.
-	IgnoredReplies int64
 }
 
 // Holder is a peer's side of leasing: the units it holds per key, its
@@ -105,8 +105,9 @@ type Holder struct {
 	cfg      HolderConfig
 	keys     map[string]*held
 	seq      uint64
-	inflight map[string]*pending // by owner
-	stats    HolderStats
+	inflight map[string]*pending     // by owner
+	stats    map[string]*HolderStats // by Ref.Label
+	ignored  int64
 }
 
 type held struct {
@@ -125,7 +126,7 @@ type pending struct {
 	seq      uint64
 	sent     int64
 	keys     []string
-	returned int64
+	returned map[string]int64 // units given back, by label
 }
 
 // NewHolder returns a Holder holding nothing, or an error if cfg is invalid.
@@ -133,11 +134,30 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending)}, nil
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), stats: make(map[string]*HolderStats)}, nil
 }
 
-// Stats returns the cumulative counts.
-func (h *Holder) Stats() HolderStats { return h.stats }
+// Stats returns the cumulative counts per limit label (Ref.Label).
+func (h *Holder) Stats() map[string]HolderStats {
+	out := make(map[string]HolderStats, len(h.stats))
+	for l, s := range h.stats {
+		out[l] = *s
+	}
+	return out
+}
+
+// IgnoredReplies counts replies that did not answer the latest refresh to
+// their owner; their grants strand at the owner.
+func (h *Holder) IgnoredReplies() int64 { return h.ignored }
+
+func (h *Holder) stat(label string) *HolderStats {
+	s := h.stats[label]
+	if s == nil {
+		s = &HolderStats{}
+		h.stats[label] = s
+	}
+	return s
+}
 
 // Units returns the units held on key at now (0 once its lease expired).
 func (h *Holder) Units(key string, now int64) int64 {
@@ -186,19 +206,24 @@ func (h *Holder) Spend(refs []Ref, cost, now int64) (Verdict, error) {
 		if now < k.deniedUntil && cost <= k.ref.Limit.Burst {
 			retry = max(retry, k.deniedUntil-now+(cost-1)*k.ref.Limit.Interval)
 		} else {
-			h.stats.Forwards++
+			for _, k := range ks {
+				h.stat(k.ref.Label).Forwards++
+			}
 			return Verdict{Outcome: Forward}, nil
 		}
 	}
 	if payable {
 		for _, k := range ks {
 			k.units -= cost
+			st := h.stat(k.ref.Label)
+			st.Spends++
+			st.SpentUnits += cost
 		}
-		h.stats.Spends++
-		h.stats.SpentUnits += cost * int64(len(ks))
 		return Verdict{Outcome: Spent}, nil
 	}
-	h.stats.Refusals++
+	for _, k := range ks {
+		h.stat(k.ref.Label).Refusals++
+	}
 	return Verdict{Outcome: Refused, RetryAfter: retry}, nil
 }
 
@@ -238,7 +263,7 @@ func (h *Holder) track(r Ref, cost, now int64) *held {
 // expire writes off k's lease if it ended at or before now.
 func (h *Holder) expire(k *held, now int64) {
 	if k.lease != 0 && now >= k.expires {
-		h.stats.StrandedUnits += k.units
+		h.stat(k.ref.Label).StrandedUnits += k.units
 		k.units, k.lease = 0, 0
 	}
 }

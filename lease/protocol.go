@@ -19,9 +19,12 @@ type Request struct {
 	Peer string
 	// Group is the key's hash tag; Key its storage key.
 	Group, Key string
-	// Limit and Terms are the key's limit and lease terms.
+	// Limit and Terms are the key's limit and lease terms; Label names
+	// the policy limit, only to label counts (bounded cardinality: never a
+	// key).
 	Limit gcra.Limit
 	Terms Terms
+	Label string
 	// Demand is the peer's recent rate on the key in units per second
 	// (finite, >= 0). Zero asks for nothing and only settles Return.
 	Demand float64

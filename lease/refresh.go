@@ -61,18 +61,18 @@ func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
 	}
 	slices.Sort(keys)
 	h.seq++
-	p := &pending{seq: h.seq, sent: now, keys: keys}
+	p := &pending{seq: h.seq, sent: now, keys: keys, returned: make(map[string]int64)}
 	r := Refresh{Owner: owner, Seq: h.seq, Items: make([]Request, len(keys))}
 	for i, key := range keys {
 		k := h.keys[key]
-		it := Request{Peer: h.cfg.Name, Group: k.ref.Group, Key: key, Limit: k.ref.Limit, Terms: k.ref.Terms}
+		it := Request{Peer: h.cfg.Name, Group: k.ref.Group, Key: key, Limit: k.ref.Limit, Terms: k.ref.Terms, Label: k.ref.Label}
 		if h.wants(k, now) {
 			it.Demand = h.demand(k, now)
 		}
 		if k.lease != 0 {
 			it.Return = Return{Grantor: k.grantor, Lease: k.lease, Unspent: k.units}
-			p.returned += k.units
-			h.stats.ReturnedUnits += k.units
+			p.returned[k.ref.Label] += k.units
+			h.stat(k.ref.Label).ReturnedUnits += k.units
 			k.units, k.lease = 0, 0
 		}
 		r.Items[i] = it
@@ -91,12 +91,12 @@ func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
 func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 	p := h.inflight[r.Owner]
 	if p == nil || p.seq != r.Seq {
-		h.stats.IgnoredReplies++
+		h.ignored++
 		return false, nil
 	}
 	delete(h.inflight, r.Owner)
 	if len(r.Answers) != len(p.keys) {
-		h.stats.LostUnits += p.returned
+		h.lose(p)
 		return false, fmt.Errorf("%w: reply from %s has %d answers for %d items", ErrInvalidRequest, r.Owner, len(r.Answers), len(p.keys))
 	}
 	for i, a := range r.Answers {
@@ -108,7 +108,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		case Granted:
 			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
 			k.deniedUntil, k.quietUntil = 0, 0
-			h.stats.ReceivedUnits += a.Units
+			h.stat(k.ref.Label).ReceivedUnits += a.Units
 		case Denied:
 			k.deniedUntil = now + a.RetryAfter
 		case Capped, Busy:
@@ -123,8 +123,15 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 // owner until their leases expire there.
 func (h *Holder) Abandon(owner string, seq uint64) {
 	if p := h.inflight[owner]; p != nil && p.seq == seq {
-		h.stats.LostUnits += p.returned
+		h.lose(p)
 		delete(h.inflight, owner)
+	}
+}
+
+// lose counts the units p returned as lost.
+func (h *Holder) lose(p *pending) {
+	for label, n := range p.returned {
+		h.stat(label).LostUnits += n
 	}
 }
 
