@@ -192,9 +192,10 @@ func (h *Holder) Spend(refs []Ref, cost, now int64) (Verdict, error) {
 	if err := checkSpend(refs, cost); err != nil {
 		return Verdict{}, err
 	}
-	ks := make([]*held, len(refs))
-	for i, r := range refs {
-		ks[i] = h.track(r, cost, now)
+	var buf [8]*held // a request's limits, without allocating
+	ks := buf[:0]
+	for _, r := range refs {
+		ks = append(ks, h.track(r, cost, now))
 	}
 	payable := true
 	var retry int64
