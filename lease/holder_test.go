@@ -298,3 +298,18 @@ func TestHolderConfig_Validate(t *testing.T) {
 		t.Fatal("config validation")
 	}
 }
+
+func TestHolder_Spend_doesNotAllocate(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a", "b")
+	lease(t, h, t0, t0, map[string]int64{"a": 8, "b": 8})
+	refs := []Ref{ref("a"), ref("b")}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := h.Spend(refs, 1, t0+1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Spend allocates %v times per call", allocs)
+	}
+}
