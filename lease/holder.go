@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/weirhq/weir/gcra"
@@ -235,6 +236,9 @@ func checkSpend(refs []Ref, cost int64) error {
 	for i, r := range refs {
 		if r.Key == "" || r.Owner == "" {
 			return fmt.Errorf("%w: ref %d needs a key and an owner", ErrInvalidRequest, i)
+		}
+		if slices.ContainsFunc(refs[:i], func(o Ref) bool { return o.Key == r.Key }) {
+			return fmt.Errorf("%w: key %q appears twice", ErrInvalidRequest, r.Key)
 		}
 		if err := r.Limit.Validate(); err != nil {
 			return fmt.Errorf("ref %d: %w", i, err)

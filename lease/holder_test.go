@@ -260,6 +260,7 @@ func TestHolder_Spend_badInputChangesNothing(t *testing.T) {
 		"zero cost": func() ([]Ref, int64) { return []Ref{ref("a")}, 0 },
 		"no keys":   func() ([]Ref, int64) { return nil, 1 },
 		"no owner":  func() ([]Ref, int64) { r := ref("a"); r.Owner = ""; return []Ref{r}, 1 },
+		"duplicate": func() ([]Ref, int64) { return []Ref{ref("a"), ref("b"), ref("a")}, 1 },
 		"bad limit": func() ([]Ref, int64) { r := ref("a"); r.Limit = gcra.Limit{}; return []Ref{r}, 1 },
 		"bad terms": func() ([]Ref, int64) { r := ref("a"); r.Terms = Terms{}; return []Ref{ref("b"), r}, 1 },
 	}

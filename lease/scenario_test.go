@@ -134,3 +134,20 @@ func TestScenario_ownerChangeMidLease(t *testing.T) {
 		t.Fatalf("new owner credited another ledger's lease: %+v %v", a, err)
 	}
 }
+
+func TestScenario_returnAfterLateSpends(t *testing.T) {
+	w := newWorld(t)
+	w.spend(200, t0)
+	w.refresh(t0, t0)
+	// Idle until 50ms, the peer spends 3 of its 8 and returns the other 5
+	// in the same instant; the owner then serves a burst. The 3 count as
+	// admitted at 50ms, so the owner may admit 17, not 20.
+	now := t0 + 50_000
+	w.spend(3, now)
+	w.refresh(now, now)
+	if got := w.direct(30, now); got != 17-int(w.h.Units("k", now)) {
+		t.Fatalf("owner admitted %d beside a new lease of %d", got, w.h.Units("k", now))
+	}
+	w.spend(30, now)
+	w.check()
+}

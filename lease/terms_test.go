@@ -52,6 +52,9 @@ func TestSize(t *testing.T) {
 			t.Errorf("Size(%v) = %d, want %d", c.demand, got, c.want)
 		}
 	}
+	if Granted.String() != "granted" || Busy.String() != "busy" || Outcome(99).String() != "unknown" {
+		t.Error("outcome names")
+	}
 	if Cap(gcra.Limit{Interval: 1, Burst: 21}) != 10 {
 		t.Error("cap of burst 21 is not 10")
 	}
