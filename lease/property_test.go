@@ -63,15 +63,17 @@ type sim struct {
 	restarts int
 	lossy    bool
 	cut      map[int]int64 // peer index -> partitioned from the owner until
+	stalled  map[int]int64 // peer index -> its refresh loop starved until
 	gap      int64         // mean time between requests: the round's load
 	burst    int           // steps left in a burst at one instant
+	at       int           // the node a burst hits
 }
 
 func newSim(t *testing.T, seed uint64, lossy bool) *sim {
 	r := rand.New(rand.NewPCG(seed, 7))
 	nodes := 2 + r.IntN(4)
 	s := &sim{t: t, r: r, now: r.Int64N(1 << 40), owner: "o0", tats: map[string]int64{},
-		limits: map[string]gcra.Limit{}, admitted: map[string][]admission{}, leases: map[string]*leaseRec{}, lossy: lossy, cut: map[int]int64{}}
+		limits: map[string]gcra.Limit{}, admitted: map[string][]admission{}, leases: map[string]*leaseRec{}, lossy: lossy, cut: map[int]int64{}, stalled: map[int]int64{}}
 	for _, k := range []string{"a", "b"} {
 		l := gcra.Limit{Interval: 1 + r.Int64N(2000), Burst: int64(MinBurstPerNode*nodes) + r.Int64N(40)}
 		s.keys, s.limits[k] = append(s.keys, k), l
@@ -131,6 +133,9 @@ func (s *sim) request() {
 		cost = 1 + s.r.Int64N(s.limits["a"].Burst)
 	}
 	node := s.r.IntN(len(s.peers) + 1)
+	if s.burst > 0 {
+		node = s.at
+	}
 	if node == len(s.peers) {
 		s.decide(keys, cost, nil)
 		return
@@ -160,7 +165,10 @@ func (s *sim) send(m simMsg, seq uint64) {
 	if m.to == "" {
 		m.to = s.peers[m.peer].name
 	}
-	m.at = s.now + s.r.Int64N(s.ttl()/3+1)
+	m.at = s.now
+	if s.r.IntN(2) == 0 {
+		m.at += s.r.Int64N(s.ttl()/3 + 1)
+	}
 	if s.lossy && (s.r.IntN(8) == 0 || s.now < s.cut[m.peer]) {
 		m.ref, m.reply, m.seq = nil, nil, seq
 		m.at += s.ttl() / 2
@@ -170,7 +178,7 @@ func (s *sim) send(m simMsg, seq uint64) {
 
 func (s *sim) refreshes() {
 	for i, p := range s.peers {
-		if s.r.IntN(3) != 0 {
+		if s.r.IntN(3) != 0 || s.now < s.stalled[i] {
 			continue
 		}
 		for _, o := range p.h.Due(s.now) {
@@ -263,10 +271,13 @@ func (s *sim) step(chaos bool) {
 	switch x := s.r.IntN(1000); {
 	case s.burst > 0:
 		s.burst-- // many requests at one instant
+		if x < 50 {
+			s.at = s.r.IntN(len(s.peers) + 1) // hitting another node
+		}
 	case x < 5:
 		s.now += s.r.Int64N(3 * s.ttl()) // a quiet spell
 	case x < 10:
-		s.burst = s.r.IntN(60)
+		s.burst, s.at = s.r.IntN(60), s.r.IntN(len(s.peers)+1)
 	default:
 		s.now += s.r.Int64N(2*s.gap + 1)
 	}
@@ -285,16 +296,61 @@ func (s *sim) step(chaos bool) {
 		}
 	case x < 12:
 		s.peers[s.r.IntN(len(s.peers))].h.Sweep(s.now)
-	case s.lossy && x < 14:
+	case x < 13:
+		s.attack()
+	case x < 14:
+		// The peer's refresh loop starves (CPU hogs, a GC pause) while
+		// its request path still spends what it holds.
+		s.stalled[s.r.IntN(len(s.peers))] = s.now + s.r.Int64N(2*s.ttl())
+	case s.lossy && x < 16:
 		// A partition: the peer keeps spending what it holds, and
 		// nothing it sends or is sent arrives.
 		s.cut[s.r.IntN(len(s.peers))] = s.now + s.r.Int64N(3*s.ttl())
-	case chaos && x < 16:
+	case chaos && x < 18:
 		i := s.r.IntN(len(s.peers))
 		s.restarts++
 		s.peers[i] = s.newPeer(fmt.Sprintf("p%d#%d", i, s.restarts))
-	case chaos && x < 17:
+	case chaos && x < 19:
 		s.handoff()
+	}
+}
+
+// attack times requests where the accounting is most fragile: a peer
+// spends everything it holds on a key at the last moment (just before its
+// lease expires, or just before a refresh settles it), and the owner then
+// admits all it can on the same key at once.
+func (s *sim) attack() {
+	i := s.r.IntN(len(s.peers))
+	p := s.peers[i]
+	var key string
+	for _, k := range s.keys {
+		if p.h.Units(k, s.now) > 0 && s.leases[p.from[k]] != nil {
+			key = k
+		}
+	}
+	if key == "" {
+		return
+	}
+	ref := Ref{Group: "g", Key: key, Owner: s.owner, Limit: s.limits[key], Terms: s.terms}
+	if s.r.IntN(2) == 0 {
+		s.now = max(s.now, p.h.keys[key].expires-1)
+	}
+	for p.h.Units(key, s.now) > 0 {
+		if v, err := p.h.Spend([]Ref{ref}, 1, s.now); err != nil || v.Outcome != Spent {
+			s.t.Fatalf("spend of a held unit: %+v %v", v, err)
+		}
+		s.admitted[key] = append(s.admitted[key], admission{s.now, 1})
+		s.leases[p.from[key]].spent++
+	}
+	if rec := s.leases[p.from[key]]; s.now < rec.expires && s.r.IntN(2) == 0 {
+		if r, ok := p.h.Refresh(s.owner, s.now); ok {
+			s.serve(simMsg{peer: i, to: p.name, owner: s.owner, ref: &r})
+		}
+	} else {
+		s.now = max(s.now, rec.expires)
+	}
+	for range s.limits[key].Burst + 1 {
+		s.decide([]string{key}, 1, nil)
 	}
 }
 
@@ -376,7 +432,7 @@ func (s *sim) checkStranded() {
 
 func runSims(t *testing.T, chaos, lossy bool) {
 	rounds, steps := 60, 3000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		rounds = 15
 	}
 	var spent, granted int64
