@@ -59,7 +59,7 @@ type sim struct {
 	peers    []*simPeer
 	net      []simMsg
 	admitted map[string][]admission
-	leases   map[string]*leaseRec // by owner and lease id
+	leases   map[string]*leaseRec // by grantor and lease id
 	restarts int
 	lossy    bool
 	cut      map[int]int64 // peer index -> partitioned from the owner until

@@ -10,15 +10,20 @@ func (h *Holder) wants(k *held, now int64) bool {
 	return h.demand(k, now)*k.ref.Terms.TTL.Seconds() >= h.cfg.MinUnits
 }
 
+// asks reports whether k, holding no lease, should ask for one at now: it
+// wants one and the owner's last denial, cap or busy answer has passed.
+func (h *Holder) asks(k *held, now int64) bool {
+	return h.wants(k, now) && now >= k.deniedUntil && now >= k.quietUntil
+}
+
 // due reports whether k needs a refresh at now: its lease is close to its
-// end or used up while demand remains, or it has none, wants one and the
-// owner did not tell it to wait.
+// end or used up while demand remains, or it has none and asks for one.
 func (h *Holder) due(k *held, now int64) bool {
 	if k.lease != 0 && now < k.expires {
 		left := float64(k.expires - now)
 		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlMicros()) || (k.units == 0 && h.wants(k, now))
 	}
-	return h.wants(k, now) && now >= k.deniedUntil && now >= k.quietUntil
+	return h.asks(k, now)
 }
 
 // Due returns, sorted, the owners to which a refresh should be sent at now:
@@ -52,7 +57,7 @@ func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
 		if k.ref.Owner != owner {
 			continue
 		}
-		if k.lease != 0 || (h.wants(k, now) && now >= k.deniedUntil && now >= k.quietUntil) {
+		if k.lease != 0 || h.asks(k, now) {
 			keys = append(keys, key)
 		}
 	}
