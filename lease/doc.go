@@ -1,0 +1,48 @@
+// Package lease is the accounting of leases: an owner node grants a peer a
+// batch of units of a hot key, charged to the key's GCRA state up front, so
+// the peer decides that key's requests locally until the units run out or
+// the lease expires, and the cluster still admits no more than the limit.
+//
+// It has two sides, both pure: no goroutines, no I/O, no clock reads. Times
+// are integer microseconds passed in, as in package gcra; callers own
+// locking, storage, the wire and the clock.
+//
+//   - [Grantor] is the owner's ledger. [Grantor.Grant] settles the lease the
+//     peer returns and charges a new one against the key's TAT: all the
+//     units asked for if they fit, else the most that fit, else a denial
+//     with the exact retry-after. [Grantor.Effective] is the TAT every
+//     other decision on the key must use: units out on leases (and units
+//     that were out until they expired) are not refilled, which is what
+//     keeps admitted units within B + W/T exactly.
+//   - [Holder] is the peer's side: units held per key, demand per key,
+//     the owner's last denial per key. [Holder.Spend] takes units from
+//     every key of a request or from none; [Holder.Due], [Holder.Refresh]
+//     and [Holder.Apply] run one batched refresh per owner.
+//
+// [CheckLeasable] says whether a limit may be leased at all (burst at least
+// MinBurstPerNode × nodes) and why not, for `weir policy check`.
+//
+// Usage, on the owner, under the lock that guards the key's TAT:
+//
+//	ans, err := grantor.Grant(tat, now, req) // req from the peer's refresh
+//	if err != nil { ... }                    // bad request; nothing changed
+//	store(ans.TAT)                           // before the reply leaves
+//	// every direct decision on a key:
+//	res, _ := gcra.Decide(grantor.Effective(group, key, tat, now), now, lim, cost)
+//
+// and on the peer, under its own lock:
+//
+//	v, _ := holder.Spend(refs, cost, now) // Spent, Refused or Forward
+//	for _, owner := range holder.Due(now) {
+//		r, _ := holder.Refresh(owner, now) // send r; then
+//		holder.Apply(reply, later)         // or holder.Abandon(owner, r.Seq)
+//	}
+//
+// The caller's duties: store Answer.TAT before replying (write-through),
+// call [Grantor.Sweep] and [Holder.Sweep] every few TTLs and store the
+// floors Sweep returns, persist [Grantor.Reservation] with a key's TAT when
+// ownership moves and [Grantor.Adopt] it on the new owner, and give each
+// process a fresh name (node plus incarnation) for both sides. design.md
+// beside this file has the protocol, the sizing rule, what each failure
+// costs and the plan for wiring it into the node.
+package lease

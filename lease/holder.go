@@ -1,0 +1,287 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/weirhq/weir/gcra"
+)
+
+// HolderConfig tunes a Holder.
+type HolderConfig struct {
+	// Name identifies this node to owners (Request.Peer). Make it change
+	// when the node restarts: name plus boot incarnation.
+	Name string
+	// HalfLife is the half-life of the demand estimate (an exponentially
+	// weighted rate). Shorter follows bursts faster and sizes leases more
+	// erratically.
+	HalfLife time.Duration
+	// RefreshWhenLeft refreshes a lease when at most this fraction of its
+	// TTL is left, in (0, 1). Larger refreshes earlier: more refreshes,
+	// less risk of running dry while a refresh is in flight.
+	RefreshWhenLeft float64
+	// MinUnits is the least demand over one TTL, in units, for which a key
+	// asks for a lease. Quieter keys are forwarded to their owner.
+	MinUnits float64
+	// IdleAfter forgets a key that holds nothing and saw no request for
+	// this long.
+	IdleAfter time.Duration
+}
+
+// DefaultHolderConfig returns a 1s demand half-life, refresh with 40% of
+// the TTL left, leases for keys expecting at least one unit per TTL, and
+// idle keys forgotten after 10s. Name must still be set.
+func DefaultHolderConfig() HolderConfig {
+	return HolderConfig{HalfLife: time.Second, RefreshWhenLeft: 0.4, MinUnits: 1, IdleAfter: 10 * time.Second}
+}
+
+// Validate reports whether c is usable. It changes nothing.
+func (c HolderConfig) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New("lease: holder name is required")
+	case c.HalfLife < time.Microsecond || c.IdleAfter <= 0:
+		return fmt.Errorf("lease: half-life %s and idle-after %s must be positive", c.HalfLife, c.IdleAfter)
+	case !(c.RefreshWhenLeft > 0 && c.RefreshWhenLeft < 1):
+		return fmt.Errorf("lease: refresh-when-left %v must be in (0, 1)", c.RefreshWhenLeft)
+	case !(c.MinUnits > 0) || math.IsInf(c.MinUnits, 0):
+		return fmt.Errorf("lease: min units %v must be positive", c.MinUnits)
+	}
+	return nil
+}
+
+// Ref names one leasable key of a request and what a lease on it needs.
+type Ref struct {
+	Group, Key string
+	// Owner is the node that owns Group now; refreshes go there.
+	Owner string
+	Limit gcra.Limit
+	Terms Terms
+	// Label names the policy limit, only to label counts.
+	Label string
+}
+
+// SpendOutcome says how a Holder answered a Spend.
+type SpendOutcome uint8
+
+const (
+	// Forward: decide at the owner as without leases.
+	Forward SpendOutcome = iota
+	// Spent: admitted from leases; every key was charged.
+	Spent
+	// Refused: denied locally from the owner's last denial; RetryAfter set.
+	Refused
+)
+
+// Verdict is the answer to a Spend.
+type Verdict struct {
+	Outcome SpendOutcome
+	// RetryAfter, when Refused, is in microseconds and never earlier than
+	// the owner's own answer implied.
+	RetryAfter int64
+}
+
+// HolderStats are a Holder's cumulative counts for one limit, for metrics.
+// A request counts once for each of its limits.
+type HolderStats struct {
+	Spends, Refusals, Forwards int64
+	// Unit counts: received in grants, spent, given back in refreshes,
+	// left unspent at expiry (stranded), and given back in refreshes
+	// that failed (stranded at the owner instead).
+	ReceivedUnits, SpentUnits, ReturnedUnits, StrandedUnits, LostUnits int64
+}
+
+// Holder is a peer's side of leasing: the units it holds per key, its
+// demand per key, and the owners' last denials. All times are the peer's
+// own monotonic microseconds; nothing here is compared with an owner's clock
+// except through durations.
+//
+// A Holder does no I/O and reads no clock. It is not safe for concurrent
+// use: the caller serialises calls (one mutex, or one Holder per shard of
+// keys).
+type Holder struct {
+	cfg      HolderConfig
+	keys     map[string]*held
+	seq      uint64
+	inflight map[string]*pending     // by owner
+	stats    map[string]*HolderStats // by Ref.Label
+	ignored  int64
+}
+
+type held struct {
+	ref         Ref
+	units       int64
+	grantor     string
+	lease       uint64 // 0 when holding no lease
+	expires     int64
+	rate        float64 // demand in units per second at seen
+	seen        int64
+	deniedUntil int64 // the owner's last denial: one unit fits from then
+	quietUntil  int64 // after capped or busy: do not ask before
+}
+
+type pending struct {
+	seq      uint64
+	sent     int64
+	keys     []string
+	returned map[string]int64 // units given back, by label
+}
+
+// NewHolder returns a Holder holding nothing, or an error if cfg is invalid.
+func NewHolder(cfg HolderConfig) (*Holder, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), stats: make(map[string]*HolderStats)}, nil
+}
+
+// Stats returns the cumulative counts per limit label (Ref.Label).
+func (h *Holder) Stats() map[string]HolderStats {
+	out := make(map[string]HolderStats, len(h.stats))
+	for l, s := range h.stats {
+		out[l] = *s
+	}
+	return out
+}
+
+// IgnoredReplies counts replies that did not answer the latest refresh to
+// their owner; their grants strand at the owner.
+func (h *Holder) IgnoredReplies() int64 { return h.ignored }
+
+func (h *Holder) stat(label string) *HolderStats {
+	s := h.stats[label]
+	if s == nil {
+		s = &HolderStats{}
+		h.stats[label] = s
+	}
+	return s
+}
+
+// Units returns the units held on key at now (0 once its lease expired).
+func (h *Holder) Units(key string, now int64) int64 {
+	if k := h.keys[key]; k != nil && now < k.expires {
+		return k.units
+	}
+	return 0
+}
+
+// Demand returns the demand estimate for key at now, in units per second.
+func (h *Holder) Demand(key string, now int64) float64 {
+	if k := h.keys[key]; k != nil {
+		return h.demand(k, now)
+	}
+	return 0
+}
+
+func (h *Holder) demand(k *held, now int64) float64 {
+	dt := max(0, now-k.seen)
+	return k.rate * math.Exp2(-float64(dt)/float64(h.cfg.HalfLife.Microseconds()))
+}
+
+// Spend decides one request of cost from leases at now. Every ref's demand
+// is recorded. If every key holds at least cost units under a live lease,
+// all are charged and the verdict is Spent; if every key either could pay or
+// is under the owner's last denial, none is charged and the verdict is
+// Refused with the largest retry-after; otherwise nothing is charged and the
+// caller forwards the request to the owner (then tells NoteDenial about any
+// denial). Bad input gets an error wrapping ErrInvalidRequest and changes
+// nothing.
+func (h *Holder) Spend(refs []Ref, cost, now int64) (Verdict, error) {
+	if err := checkSpend(refs, cost); err != nil {
+		return Verdict{}, err
+	}
+	var buf [8]*held // a request's limits, without allocating
+	ks := buf[:0]
+	for _, r := range refs {
+		ks = append(ks, h.track(r, cost, now))
+	}
+	payable := true
+	var retry int64
+	for _, k := range ks {
+		if k.units >= cost && now < k.expires {
+			continue
+		}
+		payable = false
+		if now < k.deniedUntil && cost <= k.ref.Limit.Burst {
+			retry = max(retry, k.deniedUntil-now+(cost-1)*k.ref.Limit.Interval)
+		} else {
+			for _, k := range ks {
+				h.stat(k.ref.Label).Forwards++
+			}
+			return Verdict{Outcome: Forward}, nil
+		}
+	}
+	if payable {
+		for _, k := range ks {
+			k.units -= cost
+			st := h.stat(k.ref.Label)
+			st.Spends++
+			st.SpentUnits += cost
+		}
+		return Verdict{Outcome: Spent}, nil
+	}
+	for _, k := range ks {
+		h.stat(k.ref.Label).Refusals++
+	}
+	return Verdict{Outcome: Refused, RetryAfter: retry}, nil
+}
+
+func checkSpend(refs []Ref, cost int64) error {
+	if cost <= 0 || len(refs) == 0 {
+		return fmt.Errorf("%w: spend of %d units on %d keys", ErrInvalidRequest, cost, len(refs))
+	}
+	for i, r := range refs {
+		if r.Key == "" || r.Owner == "" {
+			return fmt.Errorf("%w: ref %d needs a key and an owner", ErrInvalidRequest, i)
+		}
+		if slices.ContainsFunc(refs[:i], func(o Ref) bool { return o.Key == r.Key }) {
+			return fmt.Errorf("%w: key %q appears twice", ErrInvalidRequest, r.Key)
+		}
+		if err := r.Limit.Validate(); err != nil {
+			return fmt.Errorf("ref %d: %w", i, err)
+		}
+		if err := r.Terms.Validate(); err != nil {
+			return fmt.Errorf("ref %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// track returns r's record, creating or updating it, with cost added to
+// its demand and an expired lease written off.
+func (h *Holder) track(r Ref, cost, now int64) *held {
+	k := h.keys[r.Key]
+	if k == nil {
+		k = &held{seen: now}
+		h.keys[r.Key] = k
+	}
+	k.ref = r
+	k.rate = h.demand(k, now) + float64(cost)*math.Ln2/h.cfg.HalfLife.Seconds()
+	k.seen = max(k.seen, now)
+	h.expire(k, now)
+	return k
+}
+
+// expire writes off k's lease if it ended at or before now.
+func (h *Holder) expire(k *held, now int64) {
+	if k.lease != 0 && now >= k.expires {
+		h.stat(k.ref.Label).StrandedUnits += k.units
+		k.units, k.lease = 0, 0
+	}
+}
+
+// NoteDenial remembers the owner's denial of a forwarded request of cost on
+// key, answered at now (when the answer arrived, so never before the owner
+// decided) with retryAfter microseconds. Until one unit would fit, Spend
+// refuses requests on key locally. The last answer wins: a denial after
+// which one unit already fits clears the memory. Unknown keys are ignored.
+func (h *Holder) NoteDenial(key string, retryAfter, cost, now int64) {
+	k := h.keys[key]
+	if k == nil || retryAfter <= 0 || cost <= 0 {
+		return
+	}
+	k.deniedUntil = now + retryAfter - (cost-1)*k.ref.Limit.Interval
+}
