@@ -170,7 +170,6 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		l.metrics.unmatched.Inc()
 		return d, nil
 	}
-	cost = max(cost, 1)
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
 	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {

@@ -11,8 +11,8 @@ import (
 // validate checks a request's shape against the input bounds. It reads the
 // request only.
 func validate(r Request) error {
-	if r.Cost < 0 {
-		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
+	if r.Cost < 1 {
+		return fmt.Errorf("%w: cost %d must be at least 1", ErrInvalidRequest, r.Cost)
 	}
 	if r.Cost > MaxCost {
 		return fmt.Errorf("%w: cost %d exceeds %d", ErrInvalidRequest, r.Cost, MaxCost)
