@@ -43,7 +43,8 @@ func SharedLimit(l gcra.Limit, members int) gcra.Limit {
 // descriptor are matched together by some request and decided as one
 // composite. Limits whose group descriptors differ form one composite only
 // when a request gives both descriptors the same value; the limiter refuses
-// such a request as invalid (see limiter's resolve), so the policy need not.
+// such a request as invalid (as it refuses one that gives them different
+// values: a composite needs one group), so the policy need not.
 // Shadow settings are ignored here: tiers and overrides can turn shadow
 // mode off per tenant.
 func checkConsistency(c *checker, p *Policy) {
