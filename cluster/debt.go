@@ -42,6 +42,11 @@ const (
 	debtTimeout = time.Second
 	// debtParallel caps the debt items of one flush in flight at once.
 	debtParallel = 64
+	// debtScanInterval is the least time between two looks through the
+	// table for one owner's debts. Every successful decision may ask; while
+	// debts for an unreachable owner wait, this keeps the decision path
+	// from scanning the table each time.
+	debtScanInterval = 100 * time.Millisecond
 )
 
 type debtKey struct{ group, key string }
@@ -61,7 +66,8 @@ type debtTable struct {
 		sync.Mutex
 		entries  map[debtKey]*list.Element // of *debtEntry
 		order    list.List
-		flushing map[string]bool // owners with a flush in flight
+		flushing map[string]bool      // owners with a flush in flight
+		scanned  map[string]time.Time // owner -> last look for its debts
 	}
 }
 
@@ -69,6 +75,7 @@ func newDebtTable() *debtTable {
 	t := &debtTable{}
 	t.mu.entries = make(map[debtKey]*list.Element)
 	t.mu.flushing = make(map[string]bool)
+	t.mu.scanned = make(map[string]time.Time)
 	return t
 }
 
@@ -101,13 +108,15 @@ func (t *debtTable) add(group, key string, l gcra.Limit, units int64) (dropped i
 }
 
 // take removes and returns the entries for which mine is true, and marks a
-// flush to owner as running; it returns nothing if one already is.
-func (t *debtTable) take(owner string, mine func(group string) bool) []debtEntry {
+// flush to owner as running. It returns nothing if one already is, or if
+// it last looked for owner's debts less than debtScanInterval before now.
+func (t *debtTable) take(owner string, now time.Time, mine func(group string) bool) []debtEntry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.flushing[owner] {
+	if t.mu.flushing[owner] || now.Sub(t.mu.scanned[owner]) < debtScanInterval {
 		return nil
 	}
+	t.mu.scanned[owner] = now
 	var out []debtEntry
 	for e := t.mu.order.Front(); e != nil; {
 		next := e.Next()
@@ -172,7 +181,7 @@ func (c *Cluster) repay(owner string, now int64) {
 	if c.debts.pending.Load() == 0 {
 		return
 	}
-	entries := c.debts.take(owner, func(group string) bool { return c.owner(group) == owner })
+	entries := c.debts.take(owner, time.Now(), func(group string) bool { return c.owner(group) == owner })
 	if len(entries) == 0 {
 		return
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -17,8 +18,8 @@ import (
 // off, heals, and then spends what the owner still admits, all at one
 // instant. It returns the units admitted in total. With debt the non-owner
 // repays its fallback admissions to the owner once the owner answers.
-func fallbackFault(t *testing.T, withDebt bool) (admitted int, owner *Cluster) {
-	tc := newTestCluster(t, 2, false)
+func fallbackFault(t *testing.T, withDebt, withRedis bool) (admitted int, owner *Cluster) {
+	tc := newTestCluster(t, 2, withRedis)
 	kv := map[string]string{"tenant": "t1", "user": "u1"}
 	ownerName := tc.nodes["node-0"].cluster.owner("t1")
 	other := "node-0"
@@ -72,18 +73,41 @@ func fallbackFault(t *testing.T, withDebt bool) (admitted int, owner *Cluster) {
 }
 
 func TestCluster_fallbackDebtIsChargedAtTheOwner(t *testing.T) {
-	admitted, owner := fallbackFault(t, true)
-	if admitted != 5 {
-		t.Fatalf("%d admitted at one instant across the fault, want the burst 5: the debt was not charged", admitted)
-	}
-	if got := testutil.ToFloat64(owner.debtMetrics.units.WithLabelValues("forgiven")); got != 0 {
-		t.Fatalf("forgiven = %v, want 0", got)
+	for _, withRedis := range []bool{false, true} {
+		t.Run(fmt.Sprint("redis=", withRedis), func(t *testing.T) {
+			admitted, owner := fallbackFault(t, true, withRedis)
+			if admitted != 5 {
+				t.Fatalf("%d admitted at one instant across the fault, want the burst 5: the debt was not charged", admitted)
+			}
+			if got := testutil.ToFloat64(owner.debtMetrics.units.WithLabelValues("forgiven")); got != 0 {
+				t.Fatalf("forgiven = %v, want 0", got)
+			}
+		})
 	}
 }
 
 func TestCluster_withoutDebtTheSameFaultOverAdmits(t *testing.T) {
-	if admitted, _ := fallbackFault(t, false); admitted != 8 {
+	if admitted, _ := fallbackFault(t, false, false); admitted != 8 {
 		t.Fatalf("%d admitted at one instant, want 3 fallback + 5 at the owner = 8", admitted)
+	}
+}
+
+// The charged TAT is marked for write-behind, so a new owner loading the
+// key from Redis sees the debt too.
+func TestCluster_chargedDebtReachesRedis(t *testing.T) {
+	tc := newTestCluster(t, 1, true)
+	node := tc.nodes["node-0"]
+	now := tc.clock.Micros()
+	it := debtItem("weir:{t1}:per-user:t1:u1", 4, now)
+	if res := node.cluster.chargeDebt(t.Context(), &it); res.Err != nil || res.Overall.Remaining != 1 {
+		t.Fatalf("charge: %+v", res)
+	}
+	if err := node.wb.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	tats, err := node.cluster.deps.Redis.LoadTATs(t.Context(), []string{"weir:{t1}:per-user:t1:u1"})
+	if err != nil || tats[0] != now+4*perUser.Interval {
+		t.Fatalf("Redis holds TAT %v (%v), want now + 4 intervals", tats, err)
 	}
 }
 
@@ -133,15 +157,23 @@ func TestDebtTable_boundsEntriesAndUnits(t *testing.T) {
 	if n := tb.pending.Load(); n != maxDebtKeys {
 		t.Fatalf("%d entries, want %d", n, maxDebtKeys)
 	}
-	got := tb.take("owner", func(string) bool { return true })
+	now := time.Now()
+	got := tb.take("owner", now, func(string) bool { return true })
 	if len(got) != maxDebtKeys || got[0].key != "k1" || tb.pending.Load() != 0 {
 		t.Fatalf("took %d entries starting at %q", len(got), got[0].key)
 	}
-	if again := tb.take("owner", func(string) bool { return true }); again != nil {
+	tb.add("g", "later", l, 1)
+	if again := tb.take("owner", now.Add(time.Hour), func(string) bool { return true }); again != nil {
 		t.Fatal("a second flush to one owner started while the first ran")
 	}
 	tb.done("owner")
 	if tb.flushingAny() {
 		t.Fatal("flush still marked running")
+	}
+	if soon := tb.take("owner", now.Add(debtScanInterval-1), func(string) bool { return true }); soon != nil {
+		t.Fatal("looked through the table again within the scan interval")
+	}
+	if later := tb.take("owner", now.Add(debtScanInterval), func(string) bool { return true }); len(later) != 1 {
+		t.Fatalf("took %d entries after the scan interval, want 1", len(later))
 	}
 }
