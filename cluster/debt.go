@@ -222,7 +222,7 @@ func (c *Cluster) flushDebts(owner string, now int64, entries []debtEntry) {
 	wg.Wait()
 }
 
-// chargeDebt is the owner's side: it charges it.Cost units to it's one
+// chargeDebt is the owner's side: it charges it.Cost units to the item's one
 // fast key, never moving the TAT past now + span. The answer's Overall is
 // the key's state after the charge. Called from HandleDecide for items
 // with Debt set, and for debts this node owes itself.
