@@ -104,12 +104,12 @@ func (c *Client) Decide(ctx context.Context, descriptors map[string]string, cost
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	if c.batcher == nil {
-		resp, err := c.decideOne(ctx, &weirv1.DecideRequest{Descriptors: descriptors, Cost: cost})
+		resp, err := c.decideOne(ctx, &weirv1.DecideRequest{Descriptors: descriptors, Cost: weirv1.DefaultCost(cost)})
 		return resp, c.callError(ctx, "decide", err)
 	}
 	// The caller may return (and reuse its map) while the request waits in
 	// a batch, so the batch gets its own copy.
-	req := &weirv1.DecideRequest{Descriptors: maps.Clone(descriptors), Cost: cost}
+	req := &weirv1.DecideRequest{Descriptors: maps.Clone(descriptors), Cost: weirv1.DefaultCost(cost)}
 	resp, err := c.batcher.do(ctx, req)
 	return resp, c.callError(ctx, "decide", err)
 }

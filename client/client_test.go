@@ -301,9 +301,9 @@ func TestClient_DecideBatch(t *testing.T) {
 	fs := newFakeServer()
 	c := newClient(t, servertest.Serve(t, fs), forever, 2) // explicit batches bypass the batcher
 	reqs := []*weirv1.DecideRequest{
-		{Descriptors: desc("x"), Cost: 1},
-		{Descriptors: desc("y"), Cost: 2},
-		{Descriptors: desc("z"), Cost: 3},
+		{Descriptors: desc("x"), Cost: new(int64(1))},
+		{Descriptors: desc("y"), Cost: new(int64(2))},
+		{Descriptors: desc("z"), Cost: new(int64(3))},
 	}
 	resps, err := c.DecideBatch(t.Context(), reqs)
 	if err != nil {

@@ -90,7 +90,10 @@ type Cluster struct {
 	metrics *metrics
 	addrs   atomic.Pointer[map[string]string] // member name -> peer address
 	strict  *strictQueue
-	mu      sync.Mutex // serialises SetMembers, Handoff and thawing
+	// debts and debtMetrics account fallback debt; see debt.go.
+	debts       *debtTable
+	debtMetrics *debtMetrics
+	mu          sync.Mutex // serialises SetMembers, Handoff and thawing
 	// mostMembers and cutOff (under mu) notice this node being on the
 	// small side of a split; see rejoinedLocked.
 	mostMembers int
@@ -126,7 +129,10 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, born: time.Now()}
+	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, born: time.Now(), debts: newDebtTable()}
+	if c.debtMetrics, err = newDebtMetrics(reg); err != nil {
+		return nil, err
+	}
 	c.addrs.Store(&map[string]string{})
 	if deps.Redis != nil {
 		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)
@@ -139,7 +145,11 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	owner := c.owner(r.Group)
 	if owner == c.cfg.LocalName {
-		return c.decideLocal(ctx, r, out)
+		agg, err := c.decideLocal(ctx, r, out)
+		if err == nil {
+			c.repay(owner, r.Now)
+		}
+		return agg, err
 	}
 	it := peer.Item{Group: r.Group, Keys: r.Keys, Limits: r.Limits, Cost: r.Cost, Now: r.Now, Strict: r.Strict}
 	res, err := c.forward(ctx, owner, it)
@@ -169,6 +179,7 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 		return gcra.Result{}, fmt.Errorf("cluster: owner answered %d results for %d limits", len(res.Results), len(r.Keys))
 	}
 	copy(out, res.Results)
+	c.repay(owner, r.Now)
 	return res.Overall, nil
 }
 
@@ -242,6 +253,8 @@ func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.It
 		switch owner := c.owner(it.Group); {
 		case owner != c.cfg.LocalName:
 			results[i].NotOwner = owner
+		case it.Debt:
+			slow.Go(func() { results[i] = c.chargeDebt(rctx, it) })
 		case c.inMemory(it):
 			decide(i, c.decideHeld)
 		default:
@@ -280,6 +293,11 @@ func (c *Cluster) inMemory(it *peer.Item) bool {
 	}
 	return true
 }
+
+// Members returns how many members this node currently sees, itself
+// included; 1 before the first SetMembers. It is the member count for
+// fallback shares (limiter.WithMembers). Safe for concurrent use.
+func (c *Cluster) Members() int { return max(1, len(*c.addrs.Load())) }
 
 // owner is the node that decides group; this node while the ring is empty.
 func (c *Cluster) owner(group string) string {

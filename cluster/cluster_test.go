@@ -112,6 +112,7 @@ func (tc *testCluster) add(name string) *testNode {
 	cfg := DefaultConfig()
 	cfg.LocalName = name
 	cfg.LoadTimeout = time.Second
+	cfg.StrictTimeout = time.Second // a loaded test machine is not a Redis outage
 	node.cluster, err = New(cfg, deps, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +269,7 @@ func TestCluster_partitionedOwnerFallsBackWithinDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	d, err := tc.nodes[others[0]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": "t5", "user": "u1"}})
+	d, err := tc.nodes[others[0]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": "t5", "user": "u1"}, Cost: 1})
 	elapsed := time.Since(start)
 	if err == nil && (d.Fallback == nil || d.Fallback.Reason != "owner_unreachable") {
 		t.Fatalf("decision through a partition was not flagged: %+v", d)
@@ -292,7 +293,7 @@ func TestCluster_strictLimitIsDecidedByRedisExactly(t *testing.T) {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			d, err := tc.nodes[names[i%3]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"org": "o1", "account": "a1"}})
+			d, err := tc.nodes[names[i%3]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"org": "o1", "account": "a1"}, Cost: 1})
 			if err != nil || d.Fallback != nil {
 				t.Errorf("%+v %v", d, err)
 				return
@@ -332,7 +333,7 @@ func TestCluster_breakerTurnsDeadOwnerIntoFastFallback(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
 		defer cancel()
 		start := time.Now()
-		dec, err := tc.nodes[other].lim.Decide(ctx, limiter.Request{Descriptors: kv})
+		dec, err := tc.nodes[other].lim.Decide(ctx, limiter.Request{Descriptors: kv, Cost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

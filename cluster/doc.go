@@ -26,6 +26,13 @@
 //	...
 //	c.Handoff(ctx) // on leave: flush every TAT before going
 //
+// Units a node admits by fallback while an owner cannot decide are fallback
+// debt: the node records them per key and, once the owner answers again,
+// sends them to it, and the owner charges them to the keys' TATs (never
+// past a fully spent key), so a fault shifts admissions in time instead of
+// adding them (debt.go; docs/operations.md, "Fallback allowance").
+//
 // Cluster is safe for concurrent use. It starts one goroutine per strict
-// batch in flight and none otherwise.
+// batch in flight and one per owner whose debts are being sent, and none
+// otherwise; each ends on its own within a second.
 package cluster

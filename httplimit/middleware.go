@@ -97,7 +97,7 @@ func Middleware(d Decider, describe func(*http.Request) (descriptors map[string]
 				next.ServeHTTP(w, r)
 				return
 			}
-			resp, err := cfg.ask(r.Context(), d, &weirv1.DecideRequest{Descriptors: descriptors, Cost: cost})
+			resp, err := cfg.ask(r.Context(), d, &weirv1.DecideRequest{Descriptors: descriptors, Cost: weirv1.DefaultCost(cost)})
 			if err != nil {
 				cfg.failed(w, r, next, err)
 				return

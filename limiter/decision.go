@@ -20,7 +20,9 @@ const (
 )
 
 // Request is one question: may a request with these descriptors, costing
-// Cost units, pass? Cost 0 means 1.
+// Cost units, pass? Cost must be at least 1: there is no default here (the
+// transports apply the API's default of 1 to an absent cost), and a cost of
+// 0 is refused with ErrInvalidRequest rather than read as 1.
 type Request struct {
 	Descriptors map[string]string
 	Cost        int64

@@ -38,7 +38,30 @@ func (l *Limiter) fallback(ctx context.Context, ms []policy.Match, idx []int, co
 	for _, i := range idx {
 		l.metrics.fallbacks.WithLabelValues(ms[i].Limit.Name, reason, string(mode)).Inc()
 	}
+	if agg.Allowed {
+		l.recordDebt(ms, idx, cost)
+	}
 	return agg
+}
+
+// recordDebt reports an admission by fallback of the fast limits ms[idx...]
+// to the store, if it repays them. A composite with a strict limit is not
+// reported: its keys live in Redis, not in an owner's memory.
+func (l *Limiter) recordDebt(ms []policy.Match, idx []int, cost int64) {
+	if l.debtor == nil {
+		return
+	}
+	var kb [8]string
+	var lb [8]gcra.Limit
+	keys, limits := kb[:0], lb[:0]
+	for _, i := range idx {
+		if ms[i].Limit.Consistency == policy.ConsistencyStrict {
+			return
+		}
+		keys = append(keys, ms[i].Key)
+		limits = append(limits, ms[i].Params)
+	}
+	l.debtor.RecordFallback(ms[idx[0]].GroupValue, keys, limits, cost)
 }
 
 // failClosed denies. The state is unknown, so the retry-after is an
@@ -59,18 +82,20 @@ func (l *Limiter) failClosed(ms []policy.Match, idx []int, cost int64, d *Decisi
 }
 
 // failLocal decides the limits with on_failure: local in this node's own
-// memory at their fallback rate and burst; open limits among them admit.
+// memory at their fallback rate and burst (or this node's share of the
+// limit); open limits among them admit.
 func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) gcra.Result {
 	var kb [8]string
 	var lb [8]gcra.Limit
 	var rb [8]gcra.Result
 	keys, limits, out := kb[:0], lb[:0], rb[:0]
 	var local []int
+	n := l.members()
 	for _, i := range idx {
 		if ms[i].Limit.OnFailure == policy.FailLocal {
 			local = append(local, i)
 			keys = append(keys, ms[i].Key)
-			limits = append(limits, ms[i].Limit.Fallback)
+			limits = append(limits, ms[i].FallbackLimit(n))
 			out = append(out, gcra.Result{})
 		} else {
 			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})

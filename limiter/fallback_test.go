@@ -18,7 +18,7 @@ version: fb
 limits:
   - {name: capacity, match: [tenant, api], rate: 100/s, burst: 10, on_failure: open}
   - {name: login, match: [tenant, login], rate: 1/s, burst: 5, on_failure: closed}
-  - {name: api, match: [tenant, route], rate: 1000/s, burst: 200, consistency: strict,
+  - {name: api, match: [route, tenant], rate: 1000/s, burst: 200, consistency: strict,
      on_failure: local, fallback_rate: 2/s, fallback_burst: 2}
 `
 
@@ -47,7 +47,7 @@ func newDownLimiter(t *testing.T) (*Limiter, *downStore) {
 
 func TestLimiter_Decide_failOpenAllowsAndFlags(t *testing.T) {
 	lim, _ := newDownLimiter(t)
-	d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "api", "x")})
+	d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "api", "x"), Cost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestLimiter_Decide_failLocalAdmitsAtFallbackRate(t *testing.T) {
 	lim, s := newDownLimiter(t)
 	var admitted int
 	for range 5 {
-		d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "route", "/r")})
+		d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a", "route", "/r"), Cost: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestLimiter_Decide_cancelledCallerGetsErrorNotFallback(t *testing.T) {
 	lim, _ := newDownLimiter(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := lim.Decide(ctx, Request{Descriptors: desc("tenant", "a", "api", "x")}); err == nil {
+	if _, err := lim.Decide(ctx, Request{Descriptors: desc("tenant", "a", "api", "x"), Cost: 1}); err == nil {
 		t.Fatal("a caller that gave up got a fallback decision")
 	}
 }

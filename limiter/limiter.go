@@ -49,6 +49,17 @@ type UnavailableError struct {
 func (e *UnavailableError) Error() string { return e.Reason + ": " + e.Err.Error() }
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
+// FallbackDebtor is implemented by a Store that repays fallback admissions
+// (the cluster does): the limiter reports each request it admitted by a
+// failure policy, and the store charges those units to the keys' owner once
+// the owner answers again, so a fault shifts admissions in time instead of
+// adding them. Only fast composites are reported: strict keys live in Redis.
+// RecordFallback must not block; keys and limits (the keys' own limits, not
+// the fallback ones) are valid only during the call.
+type FallbackDebtor interface {
+	RecordFallback(group string, keys []string, limits []gcra.Limit, cost int64)
+}
+
 // PolicySource yields the policy to decide with; hot-reloading sources swap
 // it atomically. *policy.Watcher satisfies it.
 type PolicySource interface {
@@ -82,6 +93,8 @@ type Limiter struct {
 	metrics  *metrics
 	denied   *deniedLog
 	local    *memstore.Store // state for on_failure: local decisions
+	members  func() int      // live members this node sees, for fallback shares
+	debtor   FallbackDebtor  // the store, when it repays fallback admissions
 }
 
 // Option customises a Limiter beyond its Config.
@@ -89,6 +102,15 @@ type Option func(*Limiter)
 
 // WithClock replaces the wall clock used to stamp requests.
 func WithClock(now func() time.Time) Option { return func(l *Limiter) { l.now = now } }
+
+// WithMembers gives the limiter the number of live cluster members this
+// node currently sees (itself included). A limit that falls back to its
+// per-node share (policy.Limit.SharedFallback) divides its rate and burst
+// by it at each fallback decision, so the share follows membership.
+// members must be safe for concurrent use and cheap; a result below 1
+// counts as 1. Without this option the count is 1: a single node falls
+// back to the full limit.
+func WithMembers(members func() int) Option { return func(l *Limiter) { l.members = members } }
 
 // New returns a Limiter deciding with store against policies. Metrics are
 // registered on reg (nil: not registered); logger receives denied-key lines.
@@ -102,10 +124,11 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(memstore.DefaultConfig())}
+	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(memstore.DefaultConfig()), members: func() int { return 1 }}
 	for _, o := range opts {
 		o(l)
 	}
+	l.debtor, _ = store.(FallbackDebtor)
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -170,7 +193,6 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		l.metrics.unmatched.Inc()
 		return d, nil
 	}
-	cost = max(cost, 1)
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
 	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {

@@ -100,7 +100,7 @@ func TestLimiter_Decide_seedHandTrace(t *testing.T) {
 		{250 * time.Millisecond, true, 0, 0}, {250 * time.Millisecond, false, 0, 150 * time.Millisecond},
 	} {
 		f.clock.now = start.Add(s.at)
-		d := f.decide(t, 0, "tenant", "acme", "user", "u7")
+		d := f.decide(t, 1, "tenant", "acme", "user", "u7")
 		if d.Allowed != s.allowed || d.Remaining != s.remaining || d.RetryAfter != s.retry {
 			t.Fatalf("step %d: allowed=%v remaining=%d retry=%s; want %v %d %s", i, d.Allowed, d.Remaining, d.RetryAfter, s.allowed, s.remaining, s.retry)
 		}
@@ -175,14 +175,15 @@ func TestLimiter_Decide_badInputChangesNothing(t *testing.T) {
 	long := strings.Repeat("x", MaxDescriptorBytes+1)
 	for name, r := range map[string]Request{
 		"negative cost":      {Descriptors: desc("tenant", "a"), Cost: -1},
+		"zero cost":          {Descriptors: desc("tenant", "a"), Cost: 0},
 		"huge cost":          {Descriptors: desc("tenant", "a"), Cost: MaxCost + 1},
-		"too many":           {Descriptors: many},
-		"long value":         {Descriptors: desc("tenant", long)},
-		"long name":          {Descriptors: desc(long, "a")},
-		"empty name":         {Descriptors: desc("", "a")},
-		"bad utf8":           {Descriptors: desc("tenant", "\xff")},
-		"unknown descriptor": {Descriptors: desc("tenant", "a", "colour", "red")},
-		"groups differ":      {Descriptors: desc("tenant", "a", "ip", "1.2.3.4")},
+		"too many":           {Descriptors: many, Cost: 1},
+		"long value":         {Descriptors: desc("tenant", long), Cost: 1},
+		"long name":          {Descriptors: desc(long, "a"), Cost: 1},
+		"empty name":         {Descriptors: desc("", "a"), Cost: 1},
+		"bad utf8":           {Descriptors: desc("tenant", "\xff"), Cost: 1},
+		"unknown descriptor": {Descriptors: desc("tenant", "a", "colour", "red"), Cost: 1},
+		"groups differ":      {Descriptors: desc("tenant", "a", "ip", "1.2.3.4"), Cost: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := f.lim.Decide(context.Background(), r)
@@ -199,8 +200,8 @@ func TestLimiter_Decide_badInputChangesNothing(t *testing.T) {
 func TestLimiter_DecideBatch_validatesEverythingFirst(t *testing.T) {
 	f := newFixture(t, testPolicy)
 	rs := []Request{
-		{Descriptors: desc("tenant", "a", "user", "1")},
-		{Descriptors: desc("tenant", "a", "nope", "1")},
+		{Descriptors: desc("tenant", "a", "user", "1"), Cost: 1},
+		{Descriptors: desc("tenant", "a", "nope", "1"), Cost: 1},
 	}
 	_, err := f.lim.DecideBatch(context.Background(), rs)
 	if !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "requests[1]") {
@@ -230,7 +231,7 @@ func TestLimiter_Decide_storeErrorIsReportedAndCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a")})
+	_, err = lim.Decide(context.Background(), Request{Descriptors: desc("tenant", "a"), Cost: 1})
 	if err == nil || errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("got %v, want a store error", err)
 	}

@@ -11,8 +11,8 @@ import (
 // validate checks a request's shape against the input bounds. It reads the
 // request only.
 func validate(r Request) error {
-	if r.Cost < 0 {
-		return fmt.Errorf("%w: cost %d is negative", ErrInvalidRequest, r.Cost)
+	if r.Cost < 1 {
+		return fmt.Errorf("%w: cost %d must be at least 1", ErrInvalidRequest, r.Cost)
 	}
 	if r.Cost > MaxCost {
 		return fmt.Errorf("%w: cost %d exceeds %d", ErrInvalidRequest, r.Cost, MaxCost)
@@ -51,5 +51,29 @@ func resolve(p *policy.Policy, desc map[string]string, dst []policy.Match) ([]po
 				ErrInvalidRequest, ms[0].Limit.Name, ms[0].GroupValue, ms[i].Limit.Name, ms[i].GroupValue)
 		}
 	}
-	return ms, nil
+	return ms, mixedConsistency(ms)
+}
+
+// mixedConsistency refuses a request whose enforced limits mix fast and
+// strict. Their composite would go to Redis whole, while other requests
+// decide the fast keys in owner memory: one key counted in two stores. The
+// policy refuses fast and strict limits that share a group descriptor, so
+// this only meets limits of different group descriptors whose values a
+// request made equal.
+func mixedConsistency(ms []policy.Match) error {
+	var fast, strict *policy.Limit
+	for _, m := range ms {
+		switch {
+		case m.Shadow: // decided on its own, in its own store
+		case m.Limit.Consistency == policy.ConsistencyStrict:
+			strict = m.Limit
+		default:
+			fast = m.Limit
+		}
+	}
+	if fast != nil && strict != nil {
+		return fmt.Errorf("%w: limits %q (fast) and %q (strict) both match with one group value; a request may not mix them, as %q's keys are decided in owner memory",
+			ErrInvalidRequest, fast.Name, strict.Name, fast.Name)
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ func itemToProto(it Item) *peerv1.Item {
 		Cost:   it.Cost,
 		NowUs:  it.Now,
 		Strict: it.Strict,
+		Debt:   it.Debt,
 	}
 }
 
@@ -37,6 +38,7 @@ func itemFromProto(p *peerv1.Item) Item {
 		Cost:   p.GetCost(),
 		Now:    p.GetNowUs(),
 		Strict: p.GetStrict(),
+		Debt:   p.GetDebt(),
 	}
 }
 

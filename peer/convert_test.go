@@ -88,7 +88,7 @@ func TestConvert_itemRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for range 500 {
 		want := Item{
-			Group: "g", Cost: randInt64(r), Now: randInt64(r), Strict: r.IntN(2) == 0,
+			Group: "g", Cost: randInt64(r), Now: randInt64(r), Strict: r.IntN(2) == 0, Debt: r.IntN(2) == 0,
 			Keys: []string{}, Limits: []gcra.Limit{},
 		}
 		for range r.IntN(4) {

@@ -41,6 +41,11 @@ type Item struct {
 	Now int64
 	// Strict asks the owner to decide through Redis rather than in memory.
 	Strict bool
+	// Debt marks fallback debt rather than a decision: the sender admitted
+	// Cost units on every key by its failure policy while it could not
+	// reach the owner, and the owner charges them to the keys' state
+	// instead of deciding (see the cluster package).
+	Debt bool
 }
 
 // Result is the owner's answer for one Item. Exactly one of three shapes:

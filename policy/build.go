@@ -46,7 +46,7 @@ func build(c *checker, fp *filePolicy) *Policy {
 	d := fp.Defaults
 	def := Limit{
 		Consistency: enumField(c, "defaults.consistency", d.Consistency, "", ConsistencyFast, ConsistencyStrict),
-		OnFailure:   enumField(c, "defaults.on_failure", d.OnFailure, "", FailOpen, FailClosed, FailLocal),
+		OnFailure:   enumField(c, "defaults.on_failure", d.OnFailure, FailLocal, FailOpen, FailClosed, FailLocal),
 		Scope:       enumField(c, "defaults.scope", d.Scope, "", ScopeRegion, ScopeGlobal),
 	}
 	if len(fp.Limits) == 0 {
@@ -66,6 +66,7 @@ func build(c *checker, fp *filePolicy) *Policy {
 		p.Limits = append(p.Limits, l)
 	}
 	indexDescriptors(p)
+	checkConsistency(c, p)
 	buildProfiles(c, p, fp)
 	return p
 }
@@ -105,8 +106,10 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 	checkMatch(c, at, l)
 	l.Rate, l.Params = rateAndBurst(c, at, "rate", "burst", fl.Rate, fl.Burst)
 	switch {
+	case l.OnFailure == FailLocal && fl.FallbackRate == "" && fl.FallbackBurst != 0:
+		c.addf(at, "fallback_burst: needs fallback_rate (without both, the fallback is the node's share of the limit)")
 	case l.OnFailure == FailLocal && fl.FallbackRate == "":
-		c.addf(at, "fallback_rate: required when on_failure is local")
+		l.SharedFallback = true
 	case l.OnFailure == FailLocal:
 		_, l.Fallback = rateAndBurst(c, at, "fallback_rate", "fallback_burst", fl.FallbackRate, fl.FallbackBurst)
 	case fl.FallbackRate != "" || fl.FallbackBurst != 0:

@@ -37,7 +37,7 @@ func TestLoadFile_full(t *testing.T) {
 	want := []*Limit{{
 		Name: "per-user", Match: []string{"tenant", "user"}, Group: "tenant",
 		Rate: Rate{5, time.Second}, Burst: 3, Params: gcra.Limit{Interval: 200_000, Burst: 3},
-		Consistency: ConsistencyFast, OnFailure: FailLocal, Fallback: gcra.Limit{Interval: 40_000, Burst: 25},
+		Consistency: ConsistencyStrict, OnFailure: FailLocal, Fallback: gcra.Limit{Interval: 40_000, Burst: 25},
 		Scope: ScopeRegion,
 	}, {
 		Name: "per-tenant", Match: []string{"tenant"}, Group: "tenant",
@@ -86,7 +86,7 @@ func TestParse_defaultsApply(t *testing.T) {
 defaults: {consistency: strict, on_failure: closed, scope: global}
 limits:
   - {name: a, match: [x], rate: 1/s, burst: 1}
-  - {name: b, match: [x], rate: 1/s, burst: 1, consistency: fast, on_failure: open, scope: region}
+  - {name: b, match: [y], rate: 1/s, burst: 1, consistency: fast, on_failure: open, scope: region}
 `)
 	a, b := p.Limits[0], p.Limits[1]
 	if a.Consistency != ConsistencyStrict || a.OnFailure != FailClosed || a.Scope != ScopeGlobal {
@@ -143,11 +143,12 @@ func TestParse_invalid(t *testing.T) {
 		{"bad scope", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, scope: planet}]\n", []string{`scope: "planet" is not region or global`}},
 		{"bad default", "defaults: {on_failure: sometimes}\nlimits: [" + ok + "]\n", []string{`defaults.on_failure: "sometimes" is not open, closed or local`}},
 		{"bad unknown_descriptors", "unknown_descriptors: allow\nlimits: [" + ok + "]\n", []string{`unknown_descriptors: "allow" is not reject or ignore`}},
-		{"local without fallback", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local}]\n", []string{`limits[0] "a": fallback_rate: required when on_failure is local`}},
+		{"fallback burst without rate", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_burst: 3}]\n", []string{`limits[0] "a": fallback_burst: needs fallback_rate`}},
+		{"fast and strict share a group", "limits: [{name: f, match: [t, u], group: t, rate: 1/m, burst: 5}, {name: s, match: [t], rate: 1/s, burst: 1, consistency: strict}]\n", []string{`limits: "f" (consistency fast) and "s" (consistency strict) share group "t"`}},
+		{"strict default and a fast limit share a group", "defaults: {consistency: strict}\nlimits: [{name: s, match: [t], rate: 1/s, burst: 1}, {name: f, match: [u, t], group: t, rate: 1/m, burst: 5, consistency: fast}]\n", []string{`"f" (consistency fast) and "s" (consistency strict) share group "t"`}},
 		{"local without fallback burst", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 2/s}]\n", []string{"fallback_burst: must be at least 1, got 0"}},
 		{"local bad fallback rate", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 2/d, fallback_burst: 1}]\n", []string{`fallback_rate: "2/d" is not N/s`}},
-		{"default local without fallback", "defaults: {on_failure: local}\nlimits: [" + ok + "]\n", []string{"fallback_rate: required when on_failure is local"}},
-		{"fallback without local", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, fallback_rate: 2/s, fallback_burst: 2}]\n", []string{"fallback_rate and fallback_burst: only allowed when on_failure is local, not open"}},
+		{"fallback without local", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: open, fallback_rate: 2/s, fallback_burst: 2}]\n", []string{"fallback_rate and fallback_burst: only allowed when on_failure is local, not open"}},
 		{"fallback burst without local", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: closed, fallback_burst: 2}]\n", []string{"only allowed when on_failure is local, not closed"}},
 		{"long version", "version: " + strings.Repeat("v", 129) + "\nlimits: [" + ok + "]\n", []string{"version: must be valid UTF-8 of at most 128 bytes"}},
 		{"long tenant_descriptor", "tenant_descriptor: " + long + "\nlimits: [" + ok + "]\n", []string{"tenant_descriptor: longer than 256 bytes"}},

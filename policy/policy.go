@@ -31,11 +31,15 @@ const (
 type FailureMode string
 
 const (
-	// FailOpen admits the request. The default.
+	// FailOpen admits the request. Only a policy that writes it gets it:
+	// a fault then admits without bound, which `weir policy check` warns
+	// about.
 	FailOpen FailureMode = "open"
 	// FailClosed denies the request.
 	FailClosed FailureMode = "closed"
-	// FailLocal decides with Limit.Fallback in the local node's memory.
+	// FailLocal decides in the local node's memory, with Limit.Fallback or,
+	// when the policy gives no fallback_rate, with the node's share of the
+	// limit (see Limit.SharedFallback). The default.
 	FailLocal FailureMode = "local"
 )
 
@@ -108,9 +112,14 @@ type Limit struct {
 	Shadow      bool
 	Consistency Consistency
 	OnFailure   FailureMode
-	// Fallback is the local limit used when OnFailure is FailLocal; zero
-	// otherwise.
+	// Fallback is the local limit used when OnFailure is FailLocal and the
+	// policy gives fallback_rate; zero otherwise.
 	Fallback gcra.Limit
+	// SharedFallback is true when OnFailure is FailLocal without a
+	// fallback_rate: each node then falls back to its share of the
+	// tenant's effective limit, rate/N and burst/N rounded up, N being the
+	// members the node sees at the time (see SharedLimit).
+	SharedFallback bool
 	// Leasable limits may be served from leases granted to peer nodes.
 	Leasable bool
 	Scope    Scope

@@ -8,13 +8,18 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// FromProto converts a weir.v1 request to the limiter's form. It does not
-// validate: cost 0 stays 0 (the limiter reads it as 1) and a negative cost
-// is passed on for the limiter to refuse. The Request shares in's
-// descriptor map, so in must not change while the Request is in use. A nil
-// in gives the zero Request.
+// FromProto converts a weir.v1 request to the limiter's form. An absent
+// cost becomes 1, the API's default; a present cost is passed on as it is,
+// so an explicit 0 or a negative cost reaches the limiter, which refuses
+// it. The Request shares in's descriptor map, so in must not change while
+// the Request is in use. A nil in gives a Request of cost 1 and no
+// descriptors.
 func FromProto(in *weirv1.DecideRequest) limiter.Request {
-	return limiter.Request{Descriptors: in.GetDescriptors(), Cost: in.GetCost()}
+	cost := int64(1)
+	if in != nil && in.Cost != nil {
+		cost = *in.Cost
+	}
+	return limiter.Request{Descriptors: in.GetDescriptors(), Cost: cost}
 }
 
 // ToProto converts a limiter decision to its weir.v1 form. Zero durations

@@ -15,10 +15,11 @@ func TestFromProto(t *testing.T) {
 		in   *weirv1.DecideRequest
 		want int64
 	}{
-		{&weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "acme"}, Cost: 3}, 3},
-		{&weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "acme"}}, 0}, // 0 stays 0: the limiter reads it as 1
-		{&weirv1.DecideRequest{Cost: -2}, -2},                                        // passed on for the limiter to refuse
-		{nil, 0},
+		{&weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "acme"}, Cost: new(int64(3))}, 3},
+		{&weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "acme"}}, 1}, // absent: the API's default
+		{&weirv1.DecideRequest{Cost: new(int64(0))}, 0},                              // explicit 0: passed on for the limiter to refuse
+		{&weirv1.DecideRequest{Cost: new(int64(-2))}, -2},                            // passed on for the limiter to refuse
+		{nil, 1},
 	}
 	for i, tt := range tests {
 		got := FromProto(tt.in)

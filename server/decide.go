@@ -26,7 +26,8 @@ var errBrokenDecider = errors.New("server: decider broke its contract")
 
 // checkRequest refuses what the transport can see is wrong before the
 // limiter runs: fields this node does not know (a newer client relying on
-// them would be silently misread) and a negative cost.
+// them would be silently misread) and a cost below 1 (absent means 1; an
+// explicit 0 is refused, never read as 1).
 func checkRequest(m *weirv1.DecideRequest) error {
 	if m == nil {
 		return fmt.Errorf("%w: missing request", limiter.ErrInvalidRequest)
@@ -34,8 +35,8 @@ func checkRequest(m *weirv1.DecideRequest) error {
 	if len(m.ProtoReflect().GetUnknown()) > 0 {
 		return fmt.Errorf("%w: unknown fields", limiter.ErrInvalidRequest)
 	}
-	if m.GetCost() < 0 {
-		return fmt.Errorf("%w: cost %d is negative", limiter.ErrInvalidRequest, m.GetCost())
+	if m.Cost != nil && *m.Cost < 1 {
+		return fmt.Errorf("%w: cost %d must be at least 1 (omit it for 1)", limiter.ErrInvalidRequest, *m.Cost)
 	}
 	return nil
 }

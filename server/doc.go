@@ -24,7 +24,7 @@
 // Before the limiter runs, a request is refused as invalid (gRPC
 // INVALID_ARGUMENT, HTTP 400) when it carries fields this node does not
 // know (a newer client's fields would otherwise be silently ignored), when
-// its cost is negative, or when a batch holds more than limiter.MaxBatch
+// its cost is present and below 1 (an absent cost is 1), or when a batch holds more than limiter.MaxBatch
 // requests. A bad request in a batch fails the whole batch, naming its
 // index, and nothing is decided. Every other check belongs to the limiter,
 // whose limiter.ErrInvalidRequest errors map the same way.

@@ -16,7 +16,7 @@ import (
 )
 
 // NewGRPCService serves weir.v1.RateLimiter from d. Errors map to codes:
-// limiter.ErrInvalidRequest (and unknown fields, a negative cost, a batch
+// limiter.ErrInvalidRequest (and unknown fields, a cost below 1, a batch
 // over limiter.MaxBatch) to INVALID_ARGUMENT with the reason;
 // context.DeadlineExceeded to DEADLINE_EXCEEDED; context.Canceled to
 // CANCELED; anything else to UNAVAILABLE, logged at warn. A nil logger

@@ -80,7 +80,7 @@ func TestGRPC_Decide_roundTrip(t *testing.T) {
 	c := weirv1.NewRateLimiterClient(conn)
 	ctx := withTimeout(t)
 
-	got, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"user": "u1"}, Cost: 2})
+	got, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"user": "u1"}, Cost: new(int64(2))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestGRPC_DecideBatch_roundTrip(t *testing.T) {
 		Requests: []*weirv1.DecideRequest{
 			{Descriptors: map[string]string{"user": "u1"}},
 			{Descriptors: map[string]string{"user": "blocked"}},
-			{Descriptors: map[string]string{"user": "u2"}, Cost: 11},
+			{Descriptors: map[string]string{"user": "u2"}, Cost: new(int64(11))},
 		},
 	})
 	if err != nil {
@@ -132,10 +132,13 @@ func TestGRPC_Decide_invalidArgument(t *testing.T) {
 	_, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"fail": "invalid"}})
 	wantCode(t, err, codes.InvalidArgument, `unknown descriptor "fail"`)
 
-	_, err = c.Decide(ctx, &weirv1.DecideRequest{Cost: -1})
-	wantCode(t, err, codes.InvalidArgument, "cost -1 is negative")
+	_, err = c.Decide(ctx, &weirv1.DecideRequest{Cost: new(int64(-1))})
+	wantCode(t, err, codes.InvalidArgument, "cost -1 must be at least 1")
 
-	_, err = c.Decide(ctx, withUnknownField(t, &weirv1.DecideRequest{Cost: 1}))
+	_, err = c.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"user": "u1"}, Cost: new(int64(0))})
+	wantCode(t, err, codes.InvalidArgument, "cost 0 must be at least 1")
+
+	_, err = c.Decide(ctx, withUnknownField(t, &weirv1.DecideRequest{Cost: new(int64(1))}))
 	wantCode(t, err, codes.InvalidArgument, "unknown fields")
 
 	if n := d.callCount(); n != 1 {
@@ -164,8 +167,11 @@ func TestGRPC_DecideBatch_invalidArgument(t *testing.T) {
 	_, err = c.DecideBatch(ctx, withUnknownField(t, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{}}}))
 	wantCode(t, err, codes.InvalidArgument, "unknown fields")
 
-	_, err = c.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{}, {Cost: -3}}})
-	wantCode(t, err, codes.InvalidArgument, "requests[1]: invalid request: cost -3 is negative")
+	_, err = c.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{}, {Cost: new(int64(-3))}}})
+	wantCode(t, err, codes.InvalidArgument, "requests[1]: invalid request: cost -3 must be at least 1")
+
+	_, err = c.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{}, {Cost: new(int64(0))}}})
+	wantCode(t, err, codes.InvalidArgument, "requests[1]: invalid request: cost 0 must be at least 1")
 
 	if n := d.callCount(); n != 0 {
 		t.Errorf("decider asked %d times for invalid batches, want 0", n)
@@ -268,5 +274,25 @@ func TestRegisterGRPC_reflectionListsService(t *testing.T) {
 	}
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An absent cost is the API's default of 1; only an explicit cost below 1 is
+// refused.
+func TestGRPC_Decide_absentCostIsOne(t *testing.T) {
+	d := &fakeDecider{}
+	conn, _ := startGRPC(t, d)
+	c := weirv1.NewRateLimiterClient(conn)
+	ctx := withTimeout(t)
+	if _, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"user": "u1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{Descriptors: map[string]string{"user": "u1"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.calls) != 2 || d.calls[0].Cost != 1 || d.calls[1].Cost != 1 {
+		t.Fatalf("decider saw %+v, want two requests of cost 1", d.calls)
 	}
 }

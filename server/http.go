@@ -58,10 +58,10 @@ func (c HTTPConfig) Validate() error {
 //	                       503 with the reason otherwise
 //
 // JSON answers use the proto field names and leave out unset fields. On the
-// decide endpoints a bad request (malformed JSON, unknown fields, a
-// negative cost, anything limiter.ErrInvalidRequest wraps) is 400, another
-// method 405, a body over the cap 413, an expired deadline 504 and any other
-// failure 503; errors come as {"error": "..."}. cfg must pass Validate; a
+// decide endpoints a bad request (malformed JSON, unknown fields, a cost
+// below 1 — an absent cost is 1 —, anything limiter.ErrInvalidRequest
+// wraps) is 400, another method 405, a body over the cap 413, an expired
+// deadline 504 and any other failure 503; errors come as {"error": "..."}. cfg must pass Validate; a
 // nil logger discards. The handler is safe for concurrent use.
 func NewHTTPHandler(cfg HTTPConfig, d Decider, reg prometheus.Gatherer, ready func() error, logger *slog.Logger) http.Handler {
 	if d == nil {

@@ -134,7 +134,9 @@ func TestHTTP_decide_badRequests(t *testing.T) {
 		{"unknown field", `{"descriptors":{},"bogus":1}`, http.StatusBadRequest, "unknown field"},
 		{"not json", `descriptors=1`, http.StatusBadRequest, "parsing body"},
 		{"empty", ``, http.StatusBadRequest, "parsing body"},
-		{"negative cost", `{"cost":-1}`, http.StatusBadRequest, "cost -1 is negative"},
+		{"negative cost", `{"cost":-1}`, http.StatusBadRequest, "cost -1 must be at least 1"},
+		{"zero cost", `{"descriptors":{"user":"u1"},"cost":0}`, http.StatusBadRequest, "cost 0 must be at least 1"},
+		{"zero cost as a string", `{"descriptors":{"user":"u1"},"cost":"0"}`, http.StatusBadRequest, "cost 0 must be at least 1"},
 		{"limiter refuses", `{"descriptors":{"fail":"invalid"}}`, http.StatusBadRequest, `unknown descriptor \"fail\"`},
 		{"limiter down", `{"descriptors":{"fail":"down"}}`, http.StatusServiceUnavailable, "redis unavailable"},
 		{"limiter deadline", `{"descriptors":{"fail":"deadline"}}`, http.StatusGatewayTimeout, "deadline exceeded"},
@@ -263,5 +265,18 @@ func TestHTTP_customBodyCap(t *testing.T) {
 	t.Cleanup(srv.Close)
 	if r := do(t, srv, http.MethodPost, "/v1/decide", `{"descriptors":{"user":"u1"}}`); r.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("status = %d, want 413", r.status)
+	}
+}
+
+func TestHTTP_decide_absentCostIsOne(t *testing.T) {
+	d := &fakeDecider{}
+	srv := startHTTP(t, d, nil, nil)
+	if r := do(t, srv, http.MethodPost, "/v1/decide", `{"descriptors":{"user":"u1"}}`); r.status != http.StatusOK {
+		t.Fatalf("status = %d (%s)", r.status, r.body)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.calls) != 1 || d.calls[0].Cost != 1 {
+		t.Fatalf("decider saw %+v, want one request of cost 1", d.calls)
 	}
 }

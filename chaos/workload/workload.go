@@ -191,7 +191,7 @@ func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op hist
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	op.Invoke = time.Now().UnixNano()
-	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: desc, Cost: cl.Cost})
+	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: desc, Cost: new(cl.Cost)})
 	op.Complete = time.Now().UnixNano()
 	if err != nil {
 		op.Limits = expected(cl)

@@ -100,7 +100,7 @@ func (p *proc) decide(t *testing.T, kv ...string) *weirv1.DecideResponse {
 	for i := 0; i+1 < len(kv); i += 2 {
 		d[kv[i]] = kv[i+1]
 	}
-	r, err := p.client.Decide(ctx, &weirv1.DecideRequest{Descriptors: d, Cost: 1})
+	r, err := p.client.Decide(ctx, &weirv1.DecideRequest{Descriptors: d, Cost: new(int64(1))})
 	if err != nil {
 		t.Fatalf("decide at %s: %v", p.name, err)
 	}

@@ -15,9 +15,9 @@ import (
 const failurePolicy = `
 version: failure
 limits:
-  - {name: capacity, match: [tenant, api], rate: 100/s, burst: 100, consistency: strict, on_failure: open}
-  - {name: login, match: [tenant, login], rate: 100/s, burst: 100, consistency: strict, on_failure: closed}
-  - {name: spend, match: [tenant, route], rate: 1000/s, burst: 1000, consistency: strict,
+  - {name: capacity, match: [api, tenant], rate: 100/s, burst: 100, consistency: strict, on_failure: open}
+  - {name: login, match: [login, tenant], rate: 100/s, burst: 100, consistency: strict, on_failure: closed}
+  - {name: spend, match: [route, tenant], rate: 1000/s, burst: 1000, consistency: strict,
      on_failure: local, fallback_rate: 1/m, fallback_burst: 3}
   - {name: fast, match: [tenant, user], rate: 1/m, burst: 100}
 `

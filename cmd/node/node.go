@@ -70,7 +70,7 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.state = st
-	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now))
+	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members))
 	if err != nil {
 		return nil, err
 	}

@@ -54,7 +54,7 @@ func decide(t *testing.T, c weirv1.RateLimiterClient, cost int64, kv ...string) 
 	for i := 0; i+1 < len(kv); i += 2 {
 		d[kv[i]] = kv[i+1]
 	}
-	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: d, Cost: cost})
+	resp, err := c.Decide(ctx, &weirv1.DecideRequest{Descriptors: d, Cost: new(cost)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +113,8 @@ func TestNode_badInputIsInvalidArgument(t *testing.T) {
 	_, c := startNode(t)
 	ctx := context.Background()
 	for name, req := range map[string]*weirv1.DecideRequest{
-		"negative cost":      {Descriptors: map[string]string{"tenant": "a"}, Cost: -1},
-		"huge cost":          {Descriptors: map[string]string{"tenant": "a"}, Cost: 2_000_000_000},
+		"negative cost":      {Descriptors: map[string]string{"tenant": "a"}, Cost: new(int64(-1))},
+		"huge cost":          {Descriptors: map[string]string{"tenant": "a"}, Cost: new(int64(2_000_000_000))},
 		"oversized value":    {Descriptors: map[string]string{"tenant": strings.Repeat("x", 300)}},
 		"unknown descriptor": {Descriptors: map[string]string{"tenant": "a", "nope": "b"}},
 	} {

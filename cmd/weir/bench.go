@@ -101,8 +101,8 @@ func (c benchConfig) validate() error {
 		return fmt.Errorf("--batch must be at least 1, got %d", c.batch)
 	case c.keyDesc == "":
 		return errors.New("--key-desc must not be empty")
-	case c.cost < 0:
-		return fmt.Errorf("--cost must not be negative, got %d", c.cost)
+	case c.cost < 1:
+		return fmt.Errorf("--cost must be at least 1, got %d", c.cost)
 	case c.conns < 1:
 		return fmt.Errorf("--conns must be at least 1, got %d", c.conns)
 	case c.timeout <= 0:
@@ -311,5 +311,5 @@ func (b *bench) request(rng *rand.Rand) *weirv1.DecideRequest {
 		key = b.keys[rng.IntN(len(b.keys))]
 	}
 	d[b.cfg.keyDesc] = key
-	return &weirv1.DecideRequest{Descriptors: d, Cost: b.cfg.cost}
+	return &weirv1.DecideRequest{Descriptors: d, Cost: new(b.cfg.cost)}
 }

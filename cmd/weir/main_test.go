@@ -85,6 +85,18 @@ limits:
     rate: 100/s
     burst: 50
     shadow: true
+  - name: cheap
+    match: [tenant, route]
+    rate: 10/s
+    burst: 10
+    on_failure: open
+  - name: spend
+    match: [tenant, item]
+    rate: 10/s
+    burst: 10
+    on_failure: local
+    fallback_rate: 4/s
+    fallback_burst: 2
 `)
 	write(bad, "version: v1\nlimits:\n  - name: broken\n    rate: often\n")
 
@@ -92,10 +104,15 @@ limits:
 	if code != exitOK {
 		t.Fatalf("good policy: exit %d, stderr %q", code, stderr)
 	}
-	for _, want := range []string{"ok: version v9, 2 limits\n", "per-user", "5/s", "burst 3", "enforced", "audit", "shadow"} {
+	for _, want := range []string{"ok: version v9, 4 limits\n", "per-user", "5/s", "burst 3", "enforced", "audit", "shadow",
+		"on failure: local, this node's share (rate/N, burst/N)", "on failure: open", "on failure: local, 4/s burst 2",
+		"warning: limit \"cheap\" fails open"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output %q lacks %q", stdout, want)
 		}
+	}
+	if n := strings.Count(stdout, "warning:"); n != 1 {
+		t.Errorf("%d warnings, want 1 (only cheap fails open):\n%s", n, stdout)
 	}
 	if code, stdout, stderr := runCLI(t.Context(), "policy", "check", bad); code != exitNo || stdout != "" || !strings.Contains(stderr, "bad.yaml") {
 		t.Errorf("bad policy: exit %d, stdout %q, stderr %q; want 1 and an error naming the file", code, stdout, stderr)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/weirhq/weir/policy"
 )
@@ -12,7 +13,10 @@ import (
 const policyUsage = `Usage: weir policy check FILE
 
 Validates the policy file FILE as a node would load it. Prints its version
-and limits and exits 0, or prints the problem and exits 1.
+and limits, each with what it does when its owner or Redis cannot decide,
+and a warning line for every limit that fails open (admits without bound
+during such a fault); exits 0. Prints the problem and exits 1 if the file
+is invalid.
 `
 
 func runPolicy(args []string, stdout, stderr io.Writer) int {
@@ -41,18 +45,48 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
-// formatPolicy prints a summary line and one line per limit.
+// formatPolicy prints a summary line, one line per limit and a warning
+// line per limit that fails open.
 func formatPolicy(p *policy.Policy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ok: version %s, %d limits\n", p.Version, len(p.Limits))
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	var open []string
 	for _, l := range p.Limits {
 		mode := "enforced"
 		if l.Shadow {
 			mode = "shadow"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\tburst %d\t%s\n", l.Name, l.Rate.String(), l.Burst, mode)
+		fmt.Fprintf(tw, "  %s\t%s\tburst %d\t%s\t%s\t%s\n", l.Name, l.Rate.String(), l.Burst, mode, l.Consistency, onFailure(l))
+		if l.OnFailure == policy.FailOpen {
+			open = append(open, l.Name)
+		}
 	}
 	tw.Flush()
+	for _, name := range open {
+		fmt.Fprintf(&b, "warning: limit %q fails open: while its owner or Redis cannot decide, it admits every request, without bound\n", name)
+	}
 	return b.String()
+}
+
+// onFailure describes a limit's failure policy in a few words.
+func onFailure(l *policy.Limit) string {
+	switch {
+	case l.OnFailure != policy.FailLocal:
+		return "on failure: " + string(l.OnFailure)
+	case l.SharedFallback:
+		return "on failure: local, this node's share (rate/N, burst/N)"
+	}
+	return fmt.Sprintf("on failure: local, %s burst %d", fallbackRate(l.Fallback.Interval), l.Fallback.Burst)
+}
+
+// fallbackRate writes an emission interval in microseconds as a rate.
+func fallbackRate(intervalUs int64) string {
+	if intervalUs <= 0 {
+		return "?"
+	}
+	if perSec := 1_000_000 / intervalUs; perSec >= 1 && 1_000_000%intervalUs == 0 {
+		return fmt.Sprintf("%d/s", perSec)
+	}
+	return fmt.Sprintf("1 per %s", time.Duration(intervalUs)*time.Microsecond)
 }

@@ -29,8 +29,10 @@ type DecideRequest struct {
 	// Request attributes (tenant, user, route, ...). The policy's limits match
 	// on their names and build keys from their values.
 	Descriptors map[string]string `protobuf:"bytes,1,rep,name=descriptors,proto3" json:"descriptors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	// Units this request costs. 0 means 1; negative is INVALID_ARGUMENT.
-	Cost          int64 `protobuf:"varint,2,opt,name=cost,proto3" json:"cost,omitempty"`
+	// Units this request costs, at least 1. Absent means 1; 0 or negative is
+	// INVALID_ARGUMENT (HTTP 400) and consumes nothing. The field has
+	// presence so that an explicit 0 is told apart from an absent cost.
+	Cost          *int64 `protobuf:"varint,2,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -73,8 +75,8 @@ func (x *DecideRequest) GetDescriptors() map[string]string {
 }
 
 func (x *DecideRequest) GetCost() int64 {
-	if x != nil {
-		return x.Cost
+	if x != nil && x.Cost != nil {
+		return *x.Cost
 	}
 	return 0
 }
@@ -468,13 +470,14 @@ var File_api_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x16api/weir/v1/weir.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\"\xae\x01\n" +
+	"\x16api/weir/v1/weir.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbc\x01\n" +
 	"\rDecideRequest\x12I\n" +
-	"\vdescriptors\x18\x01 \x03(\v2'.weir.v1.DecideRequest.DescriptorsEntryR\vdescriptors\x12\x12\n" +
-	"\x04cost\x18\x02 \x01(\x03R\x04cost\x1a>\n" +
+	"\vdescriptors\x18\x01 \x03(\v2'.weir.v1.DecideRequest.DescriptorsEntryR\vdescriptors\x12\x17\n" +
+	"\x04cost\x18\x02 \x01(\x03H\x00R\x04cost\x88\x01\x01\x1a>\n" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfd\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
+	"\x05_cost\"\xfd\x02\n" +
 	"\x0eDecideResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12:\n" +
 	"\vretry_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -564,6 +567,7 @@ func file_api_weir_v1_weir_proto_init() {
 	if File_api_weir_v1_weir_proto != nil {
 		return
 	}
+	file_api_weir_v1_weir_proto_msgTypes[0].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -92,7 +92,13 @@ type Item struct {
 	// owner decides at this time so that all nodes share one time base.
 	NowUs int64 `protobuf:"varint,5,opt,name=now_us,json=nowUs,proto3" json:"now_us,omitempty"`
 	// Decide through Redis (strict) rather than in the owner's memory (fast).
-	Strict        bool `protobuf:"varint,6,opt,name=strict,proto3" json:"strict,omitempty"`
+	Strict bool `protobuf:"varint,6,opt,name=strict,proto3" json:"strict,omitempty"`
+	// The item is fallback debt, not a decision: the sender admitted cost
+	// units on each key by its failure policy while it could not reach the
+	// owner. The owner charges them to the keys' state (a fast key's TAT
+	// moves by cost x interval, never past now + the limit's span) and
+	// answers with the state after the charge; nothing is refused.
+	Debt          bool `protobuf:"varint,7,opt,name=debt,proto3" json:"debt,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +171,13 @@ func (x *Item) GetNowUs() int64 {
 func (x *Item) GetStrict() bool {
 	if x != nil {
 		return x.Strict
+	}
+	return false
+}
+
+func (x *Item) GetDebt() bool {
+	if x != nil {
+		return x.Debt
 	}
 	return false
 }
@@ -447,14 +460,15 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x1bapi/weir/peer/v1/peer.proto\x12\fweir.peer.v1\"V\n" +
 	"\rDecideRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.peer.v1.ItemR\x05items\x12\x1b\n" +
-	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xa0\x01\n" +
+	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xb4\x01\n" +
 	"\x04Item\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12+\n" +
 	"\x06limits\x18\x03 \x03(\v2\x13.weir.peer.v1.LimitR\x06limits\x12\x12\n" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x15\n" +
 	"\x06now_us\x18\x05 \x01(\x03R\x05nowUs\x12\x16\n" +
-	"\x06strict\x18\x06 \x01(\bR\x06strict\">\n" +
+	"\x06strict\x18\x06 \x01(\bR\x06strict\x12\x12\n" +
+	"\x04debt\x18\a \x01(\bR\x04debt\">\n" +
 	"\x05Limit\x12\x1f\n" +
 	"\vinterval_us\x18\x01 \x01(\x03R\n" +
 	"intervalUs\x12\x14\n" +
