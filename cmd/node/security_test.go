@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -259,4 +261,37 @@ func TestNode_securedClusterForwards(t *testing.T) {
 	if v := metric(t, http.DefaultClient, "http://"+b.httpAddr(), `weir_forwards_total{result="ok"}`); v == "" || v == "0" {
 		t.Fatalf(`b's weir_forwards_total{result="ok"} = %q: nothing was forwarded over the peer plane`, v)
 	}
+}
+
+// TestNode_reloadGossipKeys is the SIGHUP path of a key rotation: after a
+// reload that puts a new key first, a node holding only the new key joins.
+// A key file that does not load before that is rejected on its own.
+func TestNode_reloadGossipKeys(t *testing.T) {
+	path, keys := writeGossipKeys(t, 2)
+	oldKey, newKey := keys[0], keys[1]
+	write := func(lines ...string) {
+		if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(oldKey)
+	a, err := launch(t, "--node-name", "a", "--gossip-addr", "127.0.0.1:0", "--gossip-key-file", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config{security: security{GossipKeyFile: path}}
+	write("not a key")
+	a.reloadGossipKeys(cfg) // rejected: a keeps the old key
+
+	write(newKey, oldKey)
+	a.reloadGossipKeys(cfg)
+	newOnly := filepath.Join(t.TempDir(), "new.key")
+	if err := os.WriteFile(newOnly, []byte(newKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := launch(t, "--node-name", "b", "--gossip-addr", "127.0.0.1:0", "--gossip-key-file", newOnly, "--join", a.members.GossipAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() bool { return len(a.members.Members()) == 2 && len(b.members.Members()) == 2 })
 }
