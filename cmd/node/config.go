@@ -142,7 +142,11 @@ func (e *envFlags) apply(name string) {
 		return
 	}
 	if err := e.fs.Set(name, v); err != nil {
-		e.errs = append(e.errs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+		kind, _ := flag.UnquoteUsage(e.fs.Lookup(name))
+		if kind == "" {
+			kind = "boolean" // flag names no kind for bools
+		}
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a valid %s for --%s: %w", envName(name), v, kind, name, err))
 	}
 }
 
