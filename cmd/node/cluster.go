@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -22,8 +23,9 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 	mcfg := membership.DefaultConfig()
 	mcfg.NodeName, mcfg.BindAddr, mcfg.AdvertiseAddr = cfg.NodeName, cfg.GossipAddr, cfg.AdvertiseAddr
 	mcfg.Join, mcfg.Region = cfg.Join, cfg.Region
-	mcfg.GRPCAddr = advertised(n.grpcAddr(), cfg.AdvertiseAddr)
-	mcfg.PeerAddr = advertised(n.peerAddr(), cfg.AdvertiseAddr)
+	adv := cmp.Or(cfg.AdvertiseAddr, cfg.GossipAddr) // where other nodes reach this host
+	mcfg.GRPCAddr = advertised(n.grpcAddr(), adv)
+	mcfg.PeerAddr = advertised(n.peerAddr(), adv)
 	keys, err := cfg.gossipKeys()
 	if err != nil {
 		return err
@@ -110,8 +112,9 @@ func (n *node) leaveCluster(ctx context.Context) {
 }
 
 // advertised is the address other nodes should dial for a listener: the
-// listener's, with an unspecified host (0.0.0.0, ::) replaced by the gossip
-// advertise host.
+// listener's, with an unspecified host (0.0.0.0, ::) replaced by the host
+// of gossipAdvertise (--advertise-addr, else --gossip-addr) when that one
+// is specific.
 func advertised(listen, gossipAdvertise string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
