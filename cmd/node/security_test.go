@@ -235,7 +235,10 @@ func TestNode_securedClusterForwards(t *testing.T) {
 	keyFile, _ := writeGossipKeys(t, 2)
 	secure := func(name string, extra ...string) *node {
 		f := ca.WriteFiles(t, dir, name, name, "127.0.0.1")
-		n, err := launch(t, append([]string{"--node-name", name, "--gossip-addr", "127.0.0.1:0", "--gossip-key-file", keyFile,
+		// The first forward to a peer also dials it and runs the TLS
+		// handshake; under the race detector on a loaded machine that can
+		// take longer than the 20ms default, which is not what this tests.
+		n, err := launch(t, append([]string{"--node-name", name, "--gossip-addr", "127.0.0.1:0", "--gossip-key-file", keyFile, "--forward-timeout", "2s",
 			"--peer-tls-cert", f.Cert, "--peer-tls-key", f.Key, "--peer-tls-ca", f.CA}, extra...)...)
 		if err != nil {
 			t.Fatal(err)
