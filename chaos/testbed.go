@@ -25,6 +25,7 @@ import (
 const (
 	grpcPort   = 8081
 	httpPort   = 8080
+	peerPort   = 8091
 	gossipPort = 7946
 	redisPort  = 6379
 )
@@ -178,8 +179,11 @@ func (tb *testbed) startNode(n *Node) error {
 		"--node-name", n.Name,
 		"--grpc-addr", net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
 		"--http-addr", net.JoinHostPort(ip, strconv.Itoa(httpPort)),
+		"--peer-addr", net.JoinHostPort(ip, strconv.Itoa(peerPort)),
 		"--gossip-addr", net.JoinHostPort(ip, strconv.Itoa(gossipPort)),
 		"--join", strings.Join(join, ","),
+		// The testbed's namespaces are an isolated network of its own.
+		"--insecure-peer", "--insecure-gossip",
 		"--redis-addr", tb.redisAddr(),
 		"--policy", tb.policy,
 		"--shutdown-timeout", "5s")

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/tlsfiles"
 )
 
 // Errors returned by Client methods.
@@ -38,6 +39,7 @@ type Client struct {
 	// life is cancelled by Close; every RPC is cut short by it.
 	life   context.Context
 	cancel context.CancelFunc
+	bg     sync.WaitGroup // the TLS file watcher, if any
 
 	closeOnce sync.Once
 	closeErr  error
@@ -45,22 +47,33 @@ type Client struct {
 
 // New validates cfg and returns a Client for cfg.Target. It does not
 // connect: the connection is made on first use and re-made as needed (see
-// grpc.NewClient). Transport security is off by default; pass
-// grpc.WithTransportCredentials in opts to change that, or any other dial
-// option. cfg is copied; the caller may reuse it.
+// grpc.NewClient). Transport security follows cfg.TLS (plaintext when nil);
+// any grpc.DialOption in opts is applied after it, so
+// grpc.WithTransportCredentials there replaces it. cfg is copied; the caller
+// may reuse it.
 func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	creds, store := insecure.NewCredentials(), (*tlsfiles.Store)(nil)
+	if cfg.TLS != nil {
+		var err error
+		if creds, store, err = cfg.TLS.open(); err != nil {
+			return nil, err
+		}
+	}
 	// Later options win, so the caller's credentials replace these.
-	all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)
 	conn, err := grpc.NewClient(cfg.Target, all...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %q: %w", cfg.Target, err)
 	}
 	c := &Client{cfg: cfg, conn: conn, rpc: weirv1.NewRateLimiterClient(conn)}
 	c.life, c.cancel = context.WithCancel(context.Background())
+	if store != nil {
+		c.bg.Go(func() { _ = store.Run(c.life) })
+	}
 	if cfg.BatchWindow > 0 {
 		c.batcher = newBatcher(c.life, c.sendBatch, c.decideOne, cfg.BatchWindow, cfg.MaxBatch)
 	}
@@ -73,6 +86,7 @@ func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel()
+		c.bg.Wait()
 		if c.batcher != nil {
 			c.batcher.close()
 		}

@@ -41,6 +41,12 @@ type Config struct {
 	// DefaultTimeout. A rate limiter sits in the request path, so keep this
 	// short and decide what to do on error (fail open or closed) yourself.
 	Timeout time.Duration
+
+	// TLS, when non-nil, connects over TLS (see TLSConfig); nil connects in
+	// plaintext, fit only for loopback or a network you trust. The files
+	// are re-read when they change, so certificates rotate without a
+	// restart.
+	TLS *TLSConfig
 }
 
 // DefaultConfig returns a Config with batching off, MaxBatch DefaultMaxBatch
@@ -65,6 +71,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("client: config: max batch %d exceeds the server limit %d", c.MaxBatch, ServerMaxBatch)
 	case c.Timeout < 0:
 		return fmt.Errorf("client: config: negative timeout %v", c.Timeout)
+	case c.TLS != nil:
+		return c.TLS.Validate()
 	}
 	return nil
 }

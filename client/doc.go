@@ -28,6 +28,11 @@
 // load; leave it off for light or latency-critical traffic. DecideBatch sends
 // a caller-built batch as it is and is never coalesced.
 //
+// Transport security: a node started with --tls-cert takes TLS clients; set
+// Config.TLS (CA bundle, and a client certificate when the node requires
+// one with --tls-client-ca). The client re-reads those files when they
+// change. Without Config.TLS the connection is plaintext.
+//
 // The caller's duties:
 //
 //   - Create one Client and share it; it is safe for concurrent use.

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -310,4 +311,81 @@ func Example() {
 	// Output:
 	// node-a 127.0.0.1:8081
 	// true
+}
+
+// TestStart_keyedClusterRefusesMemberWithoutKey: gossip encryption is also
+// authentication; a member with no key at all must not get in.
+func TestStart_keyedClusterRefusesMemberWithoutKey(t *testing.T) {
+	keyed := func(name string, join ...string) Config {
+		c := testConfig(name, join...)
+		c.SecretKey = []byte("0123456789abcdef")
+		return c
+	}
+	a := start(t, keyed("a"))
+	b := start(t, keyed("b", a.GossipAddr()))
+	waitMembers(t, a, 5*time.Second, "a", "b")
+
+	rogue := start(t, testConfig("rogue", a.GossipAddr()))
+	waitFor(t, 5*time.Second, "the keyless member to fail joining three times", func() bool {
+		return rejoins(rogue, resultFailure) >= 3
+	})
+	for _, n := range []node{a, b} {
+		if got := names(n.Members()); !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("%s sees %v, want [a b]", n.LocalName(), got)
+		}
+	}
+	if got := names(rogue.Members()); !slices.Equal(got, []string{"rogue"}) {
+		t.Errorf("the keyless member sees %v", got)
+	}
+}
+
+// TestMembership_SetKeys_rotation rotates a two-member cluster from key 1
+// to key 2 in the documented three rounds without losing a member; then a
+// member with only key 2 joins and a member with only key 1 cannot.
+func TestMembership_SetKeys_rotation(t *testing.T) {
+	k1, k2 := []byte("0123456789abcdef"), []byte("fedcba9876543210")
+	keyed := func(name string, key []byte, join ...string) Config {
+		c := testConfig(name, join...)
+		c.SecretKey = key
+		return c
+	}
+	a := start(t, keyed("a", k1))
+	b := start(t, keyed("b", k1, a.GossipAddr()))
+	waitMembers(t, a, 5*time.Second, "a", "b")
+	for _, round := range []struct {
+		primary   []byte
+		secondary [][]byte
+	}{
+		{k1, [][]byte{k2}}, // install the new key everywhere
+		{k2, [][]byte{k1}}, // encrypt with it everywhere
+		{k2, nil},          // drop the old one
+	} {
+		for _, n := range []node{a, b} {
+			if err := n.SetKeys(round.primary, round.secondary); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if got := a.keyring.GetKeys(); len(got) != 1 || !slices.Equal(got[0], k2) {
+		t.Fatalf("a's keyring after rotation holds %d keys, want only key 2", len(got))
+	}
+	c := start(t, keyed("c", k2, a.GossipAddr()))
+	waitMembers(t, a, 5*time.Second, "a", "b", "c")
+	old := start(t, keyed("old", k1, a.GossipAddr()))
+	waitFor(t, 5*time.Second, "a member with the retired key to fail joining", func() bool {
+		return rejoins(old, resultFailure) >= 2
+	})
+	if got := names(c.Members()); slices.Contains(got, "old") {
+		t.Errorf("a member with the retired key got in: %v", got)
+	}
+	if err := a.SetKeys(make([]byte, 7), nil); err == nil {
+		t.Error("SetKeys accepted a 7-byte key")
+	}
+	if err := old.SetKeys(k2, nil); err != nil {
+		t.Errorf("SetKeys on a keyed member: %v", err)
+	}
+	plain := start(t, testConfig("plain"))
+	if err := plain.SetKeys(k2, nil); !errors.Is(err, ErrNoKeyring) {
+		t.Errorf("SetKeys without encryption = %v, want ErrNoKeyring", err)
+	}
 }

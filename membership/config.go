@@ -46,11 +46,19 @@ type Config struct {
 	// per interval. Default 10s.
 	RejoinInterval time.Duration
 	// SecretKey, when set, encrypts and authenticates gossip with AES
-	// (16, 24 or 32 bytes for AES-128/192/256). Members with different
-	// keys cannot form a cluster.
+	// (16, 24 or 32 bytes for AES-128/192/256): the primary key, used to
+	// encrypt. Members that share no key cannot form a cluster, and a
+	// member without a key cannot join a keyed one.
 	SecretKey []byte
-	// GRPCAddr is this node's gRPC address, carried in gossip metadata.
+	// SecondaryKeys are further keys accepted when decrypting, same sizes,
+	// for rotation (see docs/security.md). They need a SecretKey.
+	SecondaryKeys [][]byte
+	// GRPCAddr is this node's public gRPC address, carried in gossip
+	// metadata.
 	GRPCAddr string
+	// PeerAddr is the host:port of this node's node-to-node listener,
+	// carried in gossip metadata: the address other members forward to.
+	PeerAddr string
 	// Region is this node's region, carried in gossip metadata.
 	Region string
 	// Profile is ProfileLAN (default) or ProfileLocal.
@@ -90,18 +98,39 @@ func (c Config) Validate() error {
 	if c.RejoinInterval <= 0 {
 		return fmt.Errorf("membership: rejoin interval %v must be positive", c.RejoinInterval)
 	}
-	switch len(c.SecretKey) {
-	case 0, 16, 24, 32:
-	default:
-		return fmt.Errorf("membership: secret key is %d bytes, want 16, 24 or 32", len(c.SecretKey))
+	if len(c.SecretKey) > 0 {
+		if err := checkKey(c.SecretKey); err != nil {
+			return fmt.Errorf("membership: secret key: %w", err)
+		}
+	}
+	if len(c.SecondaryKeys) > 0 && len(c.SecretKey) == 0 {
+		return errors.New("membership: secondary keys without a secret key")
+	}
+	for i, k := range c.SecondaryKeys {
+		if err := checkKey(k); err != nil {
+			return fmt.Errorf("membership: secondary key %d: %w", i+1, err)
+		}
 	}
 	if c.Profile != ProfileLAN && c.Profile != ProfileLocal {
 		return fmt.Errorf("membership: profile %q, want %q or %q", c.Profile, ProfileLAN, ProfileLocal)
 	}
-	if n := len(encodeMeta(c.GRPCAddr, c.Region)); n > memberlist.MetaMaxSize {
+	if n := len(c.meta().encode()); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("membership: metadata is %d bytes, memberlist allows %d", n, memberlist.MetaMaxSize)
 	}
 	return nil
+}
+
+// checkKey reports a gossip key of a size AES does not take.
+func checkKey(k []byte) error {
+	switch len(k) {
+	case 16, 24, 32:
+		return nil
+	}
+	return fmt.Errorf("%d bytes, want 16, 24 or 32", len(k))
+}
+
+func (c Config) meta() meta {
+	return meta{GRPCAddr: c.GRPCAddr, PeerAddr: c.PeerAddr, Region: c.Region}
 }
 
 // splitIPPort parses "IP:port". memberlist binds and advertises IP
@@ -140,6 +169,16 @@ func (c Config) memberlistConfig() *memberlist.Config {
 	}
 	if len(c.SecretKey) > 0 {
 		mc.SecretKey = append([]byte(nil), c.SecretKey...)
+		// memberlist adds SecretKey to the keyring as its primary key.
+		mc.Keyring, _ = memberlist.NewKeyring(cloneKeys(c.SecondaryKeys), nil) // sizes checked by Validate
 	}
 	return mc
+}
+
+func cloneKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = append([]byte(nil), k...)
+	}
+	return out
 }

@@ -39,6 +39,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"seed no port", mod(func(c *Config) { c.Join = []string{"weir-0"} }), "seed"},
 		{"zero rejoin", mod(func(c *Config) { c.RejoinInterval = 0 }), "rejoin"},
 		{"key 15", mod(func(c *Config) { c.SecretKey = make([]byte, 15) }), "secret key"},
+		{"secondary keys", mod(func(c *Config) { c.SecretKey, c.SecondaryKeys = make([]byte, 16), [][]byte{make([]byte, 24)} }), ""},
+		{"secondary without primary", mod(func(c *Config) { c.SecondaryKeys = [][]byte{make([]byte, 16)} }), "without a secret key"},
+		{"secondary key 20", mod(func(c *Config) { c.SecretKey, c.SecondaryKeys = make([]byte, 16), [][]byte{make([]byte, 20)} }), "secondary key 1"},
 		{"profile", mod(func(c *Config) { c.Profile = "wan" }), "profile"},
 		{"huge meta", mod(func(c *Config) { c.Region = strings.Repeat("x", memberlist.MetaMaxSize) }), "metadata"},
 	}
@@ -79,8 +82,8 @@ func TestConfig_memberlistConfig(t *testing.T) {
 }
 
 func TestMeta_roundTrip(t *testing.T) {
-	b := encodeMeta("10.0.0.1:8081", "eu-west-1")
-	if got := decodeMeta(b); got.GRPCAddr != "10.0.0.1:8081" || got.Region != "eu-west-1" {
+	b := meta{GRPCAddr: "10.0.0.1:8081", PeerAddr: "10.0.0.1:8091", Region: "eu-west-1"}.encode()
+	if got := decodeMeta(b); got.GRPCAddr != "10.0.0.1:8081" || got.PeerAddr != "10.0.0.1:8091" || got.Region != "eu-west-1" {
 		t.Fatalf("decodeMeta(%s) = %+v", b, got)
 	}
 	if got := decodeMeta([]byte("not json")); got != (meta{}) {

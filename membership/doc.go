@@ -2,7 +2,7 @@
 // cluster, by gossip over hashicorp/memberlist.
 //
 // Each node gossips its name, its gossip address and a little metadata (its
-// gRPC address and region). Nodes are told apart by name, so several nodes
+// public gRPC address, its node-to-node peer address and its region). Nodes are told apart by name, so several nodes
 // may share one IP on different ports. Failed nodes are detected by
 // memberlist's probes; a node that leaves gracefully is dropped at once.
 // Because memberlist stops contacting members it has declared dead, a
@@ -15,7 +15,8 @@
 //	cfg := membership.DefaultConfig()
 //	cfg.BindAddr = "10.0.0.5:7946"
 //	cfg.Join = []string{"weir-0.weir:7946", "weir-1.weir:7946"}
-//	cfg.GRPCAddr = "10.0.0.5:8081"
+//	cfg.GRPCAddr, cfg.PeerAddr = "10.0.0.5:8081", "10.0.0.5:8091"
+//	cfg.SecretKey = key // 16, 24 or 32 random bytes shared by the cluster
 //	m, err := membership.Start(ctx, cfg, logger, prometheus.DefaultRegisterer)
 //	if err != nil {
 //		return err
@@ -32,7 +33,8 @@
 //	}
 //
 // Caller's duties: give every node a unique, stable name; use the same
-// SecretKey on every node (or none); read Members again after each signal
+// SecretKey on every node (rotate it with SetKeys, see docs/security.md);
+// read Members again after each signal
 // on Changes, which coalesces; call Leave before Shutdown on a planned stop,
 // so the cluster moves ownership at once instead of after failure detection;
 // always call Shutdown. Membership is safe for concurrent use.

@@ -29,6 +29,7 @@ type Member struct {
 	Name       string // unique node name; the ring's member name
 	GossipAddr string // IP:port memberlist reaches it on
 	GRPCAddr   string // from its metadata; empty if it gossips none
+	PeerAddr   string // node-to-node address, from its metadata; empty if it gossips none
 	Region     string // from its metadata
 }
 
@@ -41,6 +42,7 @@ type Member struct {
 // rejoin loop, runs from Start until Leave or Shutdown.
 type Membership struct {
 	list     *memberlist.Memberlist
+	keyring  *memberlist.Keyring // nil without encryption; safe for concurrent use
 	logger   *slog.Logger
 	metrics  *metrics
 	reg      prometheus.Registerer
@@ -95,7 +97,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.
 		return nil, err
 	}
 	mc := cfg.memberlistConfig()
-	mc.Delegate = delegate{meta: encodeMeta(cfg.GRPCAddr, cfg.Region)}
+	mc.Delegate = delegate{meta: cfg.meta().encode()}
 	mc.Events = (*events)(m)
 	mc.Logger = log.New(logWriter{m.logger}, "", 0)
 	list, err := memberlist.Create(mc)
@@ -104,7 +106,7 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.
 		m.metrics.unregister(reg)
 		return nil, fmt.Errorf("membership: starting memberlist on %s: %w", cfg.BindAddr, err)
 	}
-	m.list = list
+	m.list, m.keyring = list, mc.Keyring
 	if err := m.initialJoin(ctx); err != nil {
 		_ = m.Shutdown()
 		return nil, err
@@ -227,6 +229,7 @@ func (m *Membership) update(n *memberlist.Node, alive bool) {
 			Name:       n.Name,
 			GossipAddr: net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port))),
 			GRPCAddr:   md.GRPCAddr,
+			PeerAddr:   md.PeerAddr,
 			Region:     md.Region,
 		}
 	} else {

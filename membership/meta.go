@@ -7,16 +7,17 @@ import "encoding/json"
 // later versions add fields that older ones ignore.
 type meta struct {
 	GRPCAddr string `json:"g,omitempty"`
+	PeerAddr string `json:"p,omitempty"`
 	Region   string `json:"r,omitempty"`
 }
 
-func encodeMeta(grpcAddr, region string) []byte {
-	b, _ := json.Marshal(meta{GRPCAddr: grpcAddr, Region: region}) // cannot fail for strings
+func (m meta) encode() []byte {
+	b, _ := json.Marshal(m) // cannot fail for strings
 	return b
 }
 
 // decodeMeta never fails: a node whose metadata cannot be read is still a
-// member, just one without a gRPC address or region.
+// member, just one without addresses or region.
 func decodeMeta(b []byte) meta {
 	var m meta
 	if len(b) > 0 {

@@ -39,8 +39,8 @@ type Client struct {
 
 // NewClient validates cfg and returns a Client. It registers the forwarding
 // metrics on reg (nil registers nothing) and logs to logger (nil discards).
-// Transport security is off unless dialOpts say otherwise; later options win.
-// cfg is copied.
+// Connections use cfg.TLS, or plaintext when it is nil; dialOpts are added
+// after it (later options win). cfg is copied.
 func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer, dialOpts ...grpc.DialOption) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -52,11 +52,15 @@ func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer,
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	creds := cfg.TLS
+	if creds == nil {
+		creds = insecure.NewCredentials()
+	}
 	c := &Client{
 		cfg:      cfg.withDefaults(),
 		logger:   logger,
 		metrics:  m,
-		dialOpts: append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, dialOpts...),
+		dialOpts: append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, dialOpts...),
 	}
 	c.mu.peers = make(map[string]*peerQueue)
 	return c, nil

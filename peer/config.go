@@ -3,6 +3,8 @@ package peer
 import (
 	"fmt"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // Defaults used by DefaultClientConfig and for zero fields of a ClientConfig.
@@ -43,6 +45,13 @@ type ClientConfig struct {
 	// LocalName is this node's name, sent with every request so the owner
 	// knows who forwarded.
 	LocalName string
+
+	// TLS secures every connection to a peer; nil dials in plaintext, which
+	// is only acceptable on loopback. For the node-to-node plane use
+	// mutual TLS: tlsfiles.Store.ClientCredentials presents this node's
+	// certificate and verifies the peer's against the cluster CA, following
+	// certificate reloads.
+	TLS credentials.TransportCredentials
 }
 
 // DefaultClientConfig returns the defaults: MaxBatch DefaultMaxBatch, Window

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"net"
 
@@ -15,7 +15,7 @@ import (
 // the cluster's ring in step with membership. Without them the node is a
 // cluster of one and owns every group.
 func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Registerer) error {
-	self := map[string]string{cfg.NodeName: n.grpcAddr()}
+	self := map[string]string{cfg.NodeName: n.peerAddr()}
 	if cfg.GossipAddr == "" {
 		n.state.cluster.SetMembers(ctx, self)
 		return nil
@@ -23,13 +23,15 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 	mcfg := membership.DefaultConfig()
 	mcfg.NodeName, mcfg.BindAddr, mcfg.AdvertiseAddr = cfg.NodeName, cfg.GossipAddr, cfg.AdvertiseAddr
 	mcfg.Join, mcfg.Region = cfg.Join, cfg.Region
-	mcfg.GRPCAddr = advertisedGRPC(n.grpcAddr(), cfg.AdvertiseAddr)
-	if cfg.GossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(cfg.GossipKey)
-		if err != nil {
-			return fmt.Errorf("--gossip-key: %w", err)
-		}
-		mcfg.SecretKey = key
+	adv := cmp.Or(cfg.AdvertiseAddr, cfg.GossipAddr) // where other nodes reach this host
+	mcfg.GRPCAddr = advertised(n.grpcAddr(), adv)
+	mcfg.PeerAddr = advertised(n.peerAddr(), adv)
+	keys, err := cfg.gossipKeys()
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		mcfg.SecretKey, mcfg.SecondaryKeys = keys[0], keys[1:]
 	}
 	m, err := membership.Start(ctx, mcfg, n.logger, reg)
 	if err != nil {
@@ -47,8 +49,26 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 			}
 		}
 	})
-	n.logger.Info("gossip started", "node", cfg.NodeName, "gossip", m.GossipAddr(), "join", cfg.Join)
+	n.logger.Info("gossip started", "node", cfg.NodeName, "gossip", m.GossipAddr(), "join", cfg.Join, "encrypted", len(keys) > 0)
 	return nil
+}
+
+// reloadGossipKeys re-reads --gossip-key-file (on SIGHUP) and installs its
+// keys: the first encrypts, the others are accepted. A file that does not
+// load changes nothing.
+func (n *node) reloadGossipKeys(cfg config) {
+	if n.members == nil || cfg.GossipKeyFile == "" {
+		return
+	}
+	keys, err := cfg.gossipKeys()
+	if err == nil {
+		err = n.members.SetKeys(keys[0], keys[1:])
+	}
+	if err != nil {
+		n.logger.Warn("gossip key reload on SIGHUP rejected; the previous keys stay in use", "err", err)
+		return
+	}
+	n.logger.Info("gossip keys reloaded", "keys", len(keys))
 }
 
 // applyMembers rebuilds the ring from the live members and forgets the
@@ -56,8 +76,8 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 func (n *node) applyMembers(ctx context.Context) {
 	live := map[string]string{}
 	for _, mem := range n.members.Members() {
-		if mem.GRPCAddr != "" {
-			live[mem.Name] = mem.GRPCAddr
+		if mem.PeerAddr != "" { // a node that gossips none cannot be forwarded to
+			live[mem.Name] = mem.PeerAddr
 		}
 	}
 	n.mu.Lock()
@@ -91,10 +111,11 @@ func (n *node) leaveCluster(ctx context.Context) {
 	}
 }
 
-// advertisedGRPC is the gRPC address peers should dial: the listener's,
-// with an unspecified host (0.0.0.0, ::) replaced by the gossip advertise
-// host.
-func advertisedGRPC(listen, gossipAdvertise string) string {
+// advertised is the address other nodes should dial for a listener: the
+// listener's, with an unspecified host (0.0.0.0, ::) replaced by the host
+// of gossipAdvertise (--advertise-addr, else --gossip-addr) when that one
+// is specific.
+func advertised(listen, gossipAdvertise string) string {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return listen

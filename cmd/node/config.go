@@ -28,10 +28,11 @@ type config struct {
 	GossipAddr     string
 	AdvertiseAddr  string
 	Join           []string
-	GossipKey      string
 	Region         string
 	ForwardTimeout time.Duration
 	FreezeLimit    time.Duration
+
+	security // listener exposure and TLS: security.go
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
@@ -42,18 +43,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	env := envFlags{fs: fs, getenv: getenv}
 	str := func(p *string, name, def, usage string) {
 		fs.StringVar(p, name, envOr(getenv, name, def), usage)
 	}
 	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
 		fs.DurationVar(p, name, def, usage)
-		if v := getenv(envName(name)); v != "" {
-			if d, err := time.ParseDuration(v); err == nil {
-				*p = d
-			} else {
-				fmt.Fprintf(stderr, "ignoring %s=%q: %v\n", envName(name), v, err)
-			}
-		}
+		env.apply(name)
 	}
 	str(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address")
 	str(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (decide API, metrics, health)")
@@ -66,13 +62,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
-	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind host:port; empty runs a cluster of one unless --join is set")
+	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
 	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
-	str(&c.GossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes)")
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
 	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
 	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
+	c.security.flags(fs, str, env.boolean)
+	if err := env.err(); err != nil {
+		return config{}, err
+	}
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -80,9 +79,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
-	if c.GossipAddr == "" && len(c.Join) > 0 {
-		c.GossipAddr = "0.0.0.0:7946"
-	}
 	return c, c.validate()
 }
 
@@ -109,6 +105,10 @@ func (c config) validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
+	if len(c.Join) > 0 && c.GossipAddr == "" {
+		errs = append(errs, errors.New("--join needs --gossip-addr: name the IP:port to gossip on (binding every interface is no longer implied)"))
+	}
+	errs = append(errs, c.security.validate(c.GossipAddr, c.AdvertiseAddr)...)
 	return errors.Join(errs...)
 }
 
@@ -125,6 +125,38 @@ func splitList(s string) []string {
 func envName(flag string) string {
 	return "WEIR_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
+
+// envFlags applies WEIR_* values to flags that are not plain strings,
+// through the flag's own parser, and collects the values it rejects so that
+// a bad environment fails startup like a bad flag does.
+type envFlags struct {
+	fs     *flag.FlagSet
+	getenv func(string) string
+	errs   []error
+}
+
+// apply sets the defined flag name from its environment variable, if set.
+func (e *envFlags) apply(name string) {
+	v := e.getenv(envName(name))
+	if v == "" {
+		return
+	}
+	if err := e.fs.Set(name, v); err != nil {
+		kind, _ := flag.UnquoteUsage(e.fs.Lookup(name))
+		if kind == "" {
+			kind = "boolean" // flag names no kind for bools
+		}
+		e.errs = append(e.errs, fmt.Errorf("%s=%q is not a valid %s for --%s: %w", envName(name), v, kind, name, err))
+	}
+}
+
+// boolean defines a bool flag whose default comes from the environment.
+func (e *envFlags) boolean(p *bool, name string, def bool, usage string) {
+	e.fs.BoolVar(p, name, def, usage)
+	e.apply(name)
+}
+
+func (e *envFlags) err() error { return errors.Join(e.errs...) }
 
 func envOr(getenv func(string) string, flag, def string) string {
 	if v := getenv(envName(flag)); v != "" {

@@ -8,7 +8,8 @@
 //	go run ./cmd/node
 //
 // Flags (each also read from the environment as WEIR_<FLAG>, upper case,
-// dashes as underscores; a flag on the command line wins):
+// dashes as underscores; a flag on the command line wins; a malformed
+// environment value fails startup like a malformed flag):
 //
 //	--grpc-addr      gRPC listen address (127.0.0.1:8081)
 //	--http-addr      HTTP listen address (127.0.0.1:8080)
@@ -18,6 +19,15 @@
 //	--redis-timeout  ceiling on one Redis call (50ms)
 //	--log-format     text or json
 //	--log-level      debug, info, warn or error
+//	--peer-addr      node-to-node listener (127.0.0.1:8091): forwarding only, never the public port
+//	--peer-tls-cert, --peer-tls-key, --peer-tls-ca   mutual TLS on it (required off loopback)
+//	--gossip-addr, --join, --gossip-key-file          membership; gossip off loopback needs a key
+//	--tls-cert, --tls-key, --tls-client-ca            TLS (and mTLS) on the public gRPC and HTTP listeners
+//	--insecure-peer, --insecure-gossip                allow plaintext off loopback (isolated test networks only)
+//
+// docs/security.md explains who can reach which port and how to set up and
+// rotate certificates and gossip keys. SIGHUP reloads the policy and the
+// gossip key file; certificates are reloaded when their files change.
 //
 // SIGTERM and SIGINT stop the node gracefully: health turns NOT_SERVING,
 // in-flight calls finish (up to --shutdown-timeout), then the node exits.

@@ -41,6 +41,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 		select {
 		case <-hup:
 			n.reloadPolicy()
+			n.reloadGossipKeys(cfg)
 		case err := <-n.failed:
 			logger.Error("node failed", "err", err)
 			n.shutdown(context.Background(), cfg.ShutdownTimeout)

@@ -29,7 +29,10 @@ type node struct {
 	logger   *slog.Logger
 	grpcLis  net.Listener
 	httpLis  net.Listener
+	peerLis  net.Listener // the node-to-node plane: weir.peer.v1.Peer only
 	grpc     *grpc.Server
+	peerGRPC *grpc.Server
+	tls      tlsStores
 	http     *http.Server
 	health   *health.Server
 	watcher  *policy.Watcher // nil with the built-in policy
@@ -43,7 +46,7 @@ type node struct {
 	shutOnce sync.Once
 	mu       struct {
 		sync.Mutex
-		peers map[string]string // member name -> gRPC address, as last applied
+		peers map[string]string // member name -> peer address, as last applied
 	}
 }
 
@@ -61,6 +64,10 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	n.reportExposure(cfg, reg)
+	if err := n.openTLS(bgCtx, cfg); err != nil {
+		return nil, err
+	}
 	policies, err := n.openPolicy(bgCtx, cfg, reg)
 	if err != nil {
 		return nil, err
@@ -79,7 +86,7 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}
-	n.serve(lim, reg)
+	n.serve(cfg, lim, reg)
 	if err := n.joinCluster(bgCtx, cfg, reg); err != nil {
 		return nil, err
 	}
@@ -122,21 +129,35 @@ func (n *node) listen(cfg config) error {
 	if n.httpLis, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("http listener: %w", err)
 	}
+	if n.peerLis, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
+		return fmt.Errorf("peer listener: %w", err)
+	}
 	return nil
 }
 
-func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
-	n.grpc = grpc.NewServer()
+// serve starts the public gRPC and HTTP servers and, on its own listener,
+// the peer server. The peer service is never registered on the public
+// server, and the peer server has no reflection.
+func (n *node) serve(cfg config, lim *limiter.Limiter, reg *prometheus.Registry) {
+	n.grpc = grpc.NewServer(n.publicServerOptions(cfg)...)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
-	peer.Register(n.grpc, n.state.cluster)
+	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
+	peer.Register(n.peerGRPC, n.state.cluster)
 	ready := func() error { return nil }
 	n.http = &http.Server{
 		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
+	serveHTTP := func() error { return n.http.Serve(n.httpLis) }
+	if n.tls.public != nil {
+		n.http.TLSConfig = n.tls.public.ServerConfig(cfg.TLSClientCA != "")
+		serveHTTP = func() error { return n.http.ServeTLS(n.httpLis, "", "") }
+	}
 	go func() { n.report(n.grpc.Serve(n.grpcLis), "grpc") }()
-	go func() { n.report(n.http.Serve(n.httpLis), "http") }()
-	n.logger.Info("weir node listening", "grpc", n.grpcLis.Addr().String(), "http", n.httpLis.Addr().String())
+	go func() { n.report(serveHTTP(), "http") }()
+	go func() { n.report(n.peerGRPC.Serve(n.peerLis), "peer") }()
+	n.logger.Info("weir node listening", "grpc", n.grpcLis.Addr().String(), "http", n.httpLis.Addr().String(),
+		"peer", n.peerLis.Addr().String(), "tls", n.tls.public != nil, "peer_tls", n.tls.peer != nil)
 }
 
 // report forwards a server's unexpected exit to run's loop.
@@ -171,16 +192,10 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 				n.logger.Warn("http shutdown", "err", err)
 			}
 		}
-		if n.grpc != nil {
-			stopped := make(chan struct{})
-			go func() { n.grpc.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				n.grpc.Stop()
-			}
+		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
+			stopGRPC(ctx, s)
 		}
-		for _, l := range []net.Listener{n.grpcLis, n.httpLis} {
+		for _, l := range []net.Listener{n.grpcLis, n.httpLis, n.peerLis} {
 			if l != nil {
 				l.Close()
 			}
@@ -197,5 +212,21 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 	})
 }
 
+// stopGRPC lets s's in-flight calls finish until ctx ends, then cuts
+// them. A nil s does nothing.
+func stopGRPC(ctx context.Context, s *grpc.Server) {
+	if s == nil {
+		return
+	}
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.Stop()
+	}
+}
+
 func (n *node) grpcAddr() string { return n.grpcLis.Addr().String() }
+func (n *node) peerAddr() string { return n.peerLis.Addr().String() }
 func (n *node) httpAddr() string { return n.httpLis.Addr().String() }

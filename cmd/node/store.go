@@ -59,6 +59,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	}
 	pcfg := peer.DefaultClientConfig()
 	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
+	pcfg.TLS = n.peerClientCredentials(cfg)
 	if st.peers, err = peer.NewClient(pcfg, n.logger, reg); err != nil {
 		return nil, err
 	}

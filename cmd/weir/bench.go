@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/client"
 )
 
 // benchConfig is the parsed command line of "weir bench".
@@ -35,6 +36,7 @@ type benchConfig struct {
 	conns    int
 	timeout  time.Duration
 	json     bool
+	tls      *client.TLSConfig // nil: plaintext
 }
 
 const maxKeys = 10_000_000 // key names are precomputed
@@ -71,10 +73,11 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, int, bool) {
 	fs.IntVar(&c.conns, "conns", 4, "gRPC connections; workers share them round-robin")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-RPC timeout")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
+	tlsOpts := addTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return c, code, false
 	}
-	c.desc = desc.m
+	c.desc, c.tls = desc.m, tlsOpts.config()
 	if err := c.validate(); err != nil {
 		return c, usageError(fs, stderr, err), false
 	}
@@ -116,9 +119,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if !ok {
 		return code
 	}
+	creds := insecure.NewCredentials()
+	if cfg.tls != nil {
+		var err error
+		if creds, err = cfg.tls.Credentials(); err != nil {
+			fmt.Fprintf(stderr, "weir bench: %v\n", err)
+			return exitError
+		}
+	}
 	stubs := make([]weirv1.RateLimiterClient, cfg.conns)
 	for i := range stubs {
-		conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			fmt.Fprintf(stderr, "weir bench: dial %q: %v\n", cfg.addr, err)
 			return exitError

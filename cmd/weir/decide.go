@@ -16,13 +16,14 @@ import (
 )
 
 func runDecide(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("decide", "decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]", stderr)
+	fs := newFlagSet("decide", "decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "`address` of a weir node")
 	desc := newDescFlag(nil)
 	fs.Var(desc, "d", "request descriptor `NAME=VALUE`; repeat for each")
 	cost := fs.Int64("cost", 1, "units the request costs")
 	timeout := fs.Duration("timeout", time.Second, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the response as protobuf JSON")
+	tlsOpts := addTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return code
 	}
@@ -38,6 +39,7 @@ func runDecide(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	cfg := client.DefaultConfig()
 	cfg.Target = *addr
 	cfg.Timeout = *timeout
+	cfg.TLS = tlsOpts.config()
 	c, err := client.New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "weir decide: %v\n", err)

@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/weirhq/weir/client"
 )
 
 // descFlag collects repeated NAME=VALUE flags into descriptors. Values
@@ -81,4 +83,30 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (int, bool) {
 func usageError(fs *flag.FlagSet, stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "%s: %v\nRun '%s -h' for usage.\n", fs.Name(), err, fs.Name())
 	return exitError
+}
+
+// tlsFlags are the TLS options of the commands that dial a node.
+type tlsFlags struct {
+	on  bool
+	cfg client.TLSConfig
+}
+
+func addTLSFlags(fs *flag.FlagSet) *tlsFlags {
+	f := &tlsFlags{}
+	fs.BoolVar(&f.on, "tls", false, "connect over TLS, verifying the node against the system roots (implied by the other --tls-* flags)")
+	fs.StringVar(&f.cfg.CAFile, "tls-ca", "", "PEM CA bundle to verify the node's certificate against")
+	fs.StringVar(&f.cfg.CertFile, "tls-cert", "", "PEM client certificate, for a node started with --tls-client-ca")
+	fs.StringVar(&f.cfg.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
+	fs.StringVar(&f.cfg.ServerName, "tls-server-name", "", "name the node's certificate must carry (default: the host of --addr)")
+	return f
+}
+
+// config returns the TLS configuration, nil for plaintext when no TLS flag
+// was given.
+func (f *tlsFlags) config() *client.TLSConfig {
+	if !f.on && f.cfg == (client.TLSConfig{}) {
+		return nil
+	}
+	c := f.cfg
+	return &c
 }

@@ -10,6 +10,10 @@
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
 //	           [--timeout D] [--json]
 //
+// decide and bench connect in plaintext unless given TLS flags: --tls (system
+// roots), --tls-ca FILE, --tls-cert FILE --tls-key FILE (for a node started
+// with --tls-client-ca) and --tls-server-name NAME.
+//
 // Exit status: decide exits 0 when the request is allowed and 1 when it is
 // denied; policy check exits 1 for an invalid policy; every command exits 2
 // on a usage error or when it cannot reach its answer.

@@ -1,0 +1,83 @@
+package client_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/client"
+	"github.com/weirhq/weir/tlsfiles"
+	"github.com/weirhq/weir/tlsfiles/tlstest"
+)
+
+// serveMTLS serves a fakeServer on loopback that requires a client
+// certificate from f.CA, until the test ends.
+func serveMTLS(t *testing.T, f tlstest.Files) string {
+	t.Helper()
+	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
+	weirv1.RegisterRateLimiterServer(s, newFakeServer())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+func TestClient_TLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "weir")
+	addr := serveMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1", "weir.internal"))
+	mine := ca.WriteFiles(t, dir, "app", "app")
+	foreign := tlstest.NewCA(t, "other").WriteFiles(t, dir, "other", "other")
+	for _, tc := range []struct {
+		name   string
+		tls    *client.TLSConfig
+		wantOK bool
+	}{
+		{"client certificate", &client.TLSConfig{CAFile: mine.CA, CertFile: mine.Cert, KeyFile: mine.Key}, true},
+		{"server name override", &client.TLSConfig{CAFile: mine.CA, CertFile: mine.Cert, KeyFile: mine.Key, ServerName: "weir.internal"}, true},
+		{"wrong server name", &client.TLSConfig{CAFile: mine.CA, CertFile: mine.Cert, KeyFile: mine.Key, ServerName: "evil.internal"}, false},
+		{"no client certificate", &client.TLSConfig{CAFile: mine.CA}, false},
+		{"server not from the trusted CA", &client.TLSConfig{CAFile: foreign.CA, CertFile: mine.Cert, KeyFile: mine.Key}, false},
+		{"plaintext", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := client.DefaultConfig()
+			cfg.Target, cfg.TLS, cfg.Timeout = addr, tc.tls, 5*time.Second
+			c, err := client.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_, err = c.Decide(context.Background(), desc("1"), 1)
+			if (err == nil) != tc.wantOK {
+				t.Fatalf("Decide error %v, want success %v", err, tc.wantOK)
+			}
+		})
+	}
+}
+
+func TestConfig_Validate_TLS(t *testing.T) {
+	cfg := client.DefaultConfig()
+	cfg.Target = "127.0.0.1:1"
+	cfg.TLS = &client.TLSConfig{CertFile: "c.pem"}
+	if err := cfg.Validate(); err == nil {
+		t.Fatal("a certificate without its key was accepted")
+	}
+	cfg.TLS = &client.TLSConfig{CAFile: "/nonexistent/ca.pem"}
+	if _, err := client.New(cfg); err == nil {
+		t.Fatal("New accepted a CA file that does not exist")
+	}
+}

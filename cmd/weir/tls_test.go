@@ -1,0 +1,59 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/tlsfiles"
+	"github.com/weirhq/weir/tlsfiles/tlstest"
+)
+
+// serveFakeMTLS serves a fakeNode that requires a client certificate from
+// f.CA, on loopback until the test ends.
+func serveFakeMTLS(t *testing.T, f tlstest.Files) string {
+	t.Helper()
+	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
+	weirv1.RegisterRateLimiterServer(s, &fakeNode{})
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
+}
+
+func TestRun_TLSFlags(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "weir")
+	addr := serveFakeMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1"))
+	me := ca.WriteFiles(t, dir, "cli", "cli")
+	withCert := []string{"--addr", addr, "--tls-ca", me.CA, "--tls-cert", me.Cert, "--tls-key", me.Key}
+
+	if code, _, stderr := runCLI(t.Context(), append([]string{"decide", "-d", "user=key-2"}, withCert...)...); code != exitOK {
+		t.Fatalf("decide over mTLS: exit %d, stderr %q", code, stderr)
+	}
+	if code, _, _ := runCLI(t.Context(), "decide", "--addr", addr, "-d", "user=key-2"); code != exitError {
+		t.Fatalf("plaintext decide against a TLS node: exit %d, want %d", code, exitError)
+	}
+	if code, _, _ := runCLI(t.Context(), "decide", "--addr", addr, "--tls-ca", me.CA, "-d", "user=key-2"); code != exitError {
+		t.Fatalf("decide without a client certificate: exit %d, want %d", code, exitError)
+	}
+	code, sum := runBenchJSON(t, t.Context(), append([]string{"--duration", "200ms", "--workers", "2"}, withCert...)...)
+	if code != exitOK || sum.Decisions == 0 {
+		t.Fatalf("bench over mTLS: exit %d, %+v", code, sum)
+	}
+	if code, _, stderr := runCLI(t.Context(), "decide", "--addr", addr, "--tls-cert", me.Cert, "-d", "user=key-2"); code != exitError || !strings.Contains(stderr, "go together") {
+		t.Fatalf("--tls-cert without --tls-key: exit %d, stderr %q", code, stderr)
+	}
+}
