@@ -196,7 +196,7 @@ func TestNode_publicTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	caOnly := loadStore(t, tlstest.Files{CA: f.CA})
-	req := &weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "demo", "user": "u1"}, Cost: 1}
+	req := &weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "demo", "user": "u1"}, Cost: new(int64(1))}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if r, err := weirv1.NewRateLimiterClient(dial(t, n.grpcAddr(), caOnly.ClientCredentials(""))).Decide(ctx, req); err != nil || !r.Allowed {
