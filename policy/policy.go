@@ -83,10 +83,10 @@ type Policy struct {
 	names     []string       // descriptor names some limit uses, sorted
 	index     map[string]int // name -> position in names
 	byName    map[string]*Limit
-	tenantIdx int                // position of TenantDescriptor in names, or -1
-	base      profile            // for tenants without entry
-	tenants   map[string]profile // tenants with an entry
-	tiers     map[string]profile // by tier name
+	tenantIdx int                 // position of TenantDescriptor in names, or -1
+	base      profile             // for tenants without entry
+	tenants   map[string]profile  // tenants with an entry
+	tiers     map[string]profile  // by tier name
 	domains   map[string][]*Limit // Envoy RLS domain -> its limits, see envoy.go
 }
 
