@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/weirhq/weir/envoyrls"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
@@ -35,6 +36,7 @@ type node struct {
 	watcher  *policy.Watcher // nil with the built-in policy
 	state    *state
 	members  *membership.Membership // nil for a cluster of one
+	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
@@ -76,6 +78,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
 	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
+	if n.rls, err = envoyrls.New(lim, logger, reg); err != nil {
+		return nil, err
+	}
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}
@@ -129,6 +134,7 @@ func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
 	n.grpc = grpc.NewServer()
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	peer.Register(n.grpc, n.state.cluster)
+	envoyrls.Register(n.grpc, n.rls)
 	ready := func() error { return nil }
 	n.http = &http.Server{
 		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
