@@ -111,10 +111,16 @@ func currentLimit(m policy.Match) *rlsv3.RateLimitResponse_RateLimit {
 	return out
 }
 
-// expressRate writes "n per per" as requests_per_unit per unit: exactly
-// with the smallest unit that gives a whole count, else exactly as n per
+// expressRate writes "n per per" as requests_per_unit per unit: as given
+// when per is a unit, else exactly with the smallest unit that gives a
+// whole count, else exactly as n per
 // k units (unit_multiplier k), else rounded to the nearest count per day.
 func expressRate(n int64, per time.Duration) *rlsv3.RateLimitResponse_RateLimit {
+	for _, u := range units {
+		if per == u.d && n > 0 && n <= math.MaxUint32 {
+			return &rlsv3.RateLimitResponse_RateLimit{RequestsPerUnit: uint32(n), Unit: u.unit}
+		}
+	}
 	rate := big.NewRat(n, int64(per)) // units per nanosecond
 	for _, u := range units {
 		c := new(big.Rat).Mul(rate, big.NewRat(int64(u.d), 1))

@@ -302,7 +302,8 @@ func TestExpressRate(t *testing.T) {
 	}{
 		{5, time.Second, want{5, rlsv3.RateLimitResponse_RateLimit_SECOND, 0}},
 		{7, time.Minute, want{7, rlsv3.RateLimitResponse_RateLimit_MINUTE, 0}},
-		{120, time.Minute, want{2, rlsv3.RateLimitResponse_RateLimit_SECOND, 0}},
+		{120, time.Minute, want{120, rlsv3.RateLimitResponse_RateLimit_MINUTE, 0}},
+		{1, 500 * time.Millisecond, want{2, rlsv3.RateLimitResponse_RateLimit_SECOND, 0}},
 		{100, 24 * time.Hour, want{100, rlsv3.RateLimitResponse_RateLimit_DAY, 0}},
 		{1, 10 * time.Second, want{6, rlsv3.RateLimitResponse_RateLimit_MINUTE, 0}},
 		{1, 7 * time.Second, want{1, rlsv3.RateLimitResponse_RateLimit_SECOND, 7}},

@@ -5,6 +5,7 @@
 //
 //	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]
 //	weir policy check FILE
+//	weir policy import-envoy CONFIG.yaml... > policy.yaml
 //	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R]
 //	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
@@ -38,6 +39,8 @@ const usage = `weir is the command-line tool of the weir rate limiter.
 Usage:
   weir decide [flags]        ask a node whether a request may pass
   weir policy check FILE     validate a policy file
+  weir policy import-envoy CONFIG.yaml...
+                             convert envoyproxy/ratelimit configs to a policy
   weir bench [flags]         load-test a node and report throughput and latency
 
 Run "weir COMMAND -h" for a command's flags.

@@ -10,15 +10,22 @@ import (
 )
 
 const policyUsage = `Usage: weir policy check FILE
+       weir policy import-envoy CONFIG.yaml... > policy.yaml
 
 Validates the policy file FILE as a node would load it. Prints its version
 and limits and exits 0, or prints the problem and exits 1.
+
+import-envoy converts envoyproxy/ratelimit configuration files into a weir
+policy (see "weir policy import-envoy -h").
 `
 
 func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && isHelp(args[0]) || len(args) == 2 && args[0] == "check" && isHelp(args[1]) {
 		fmt.Fprint(stdout, policyUsage)
 		return exitOK
+	}
+	if len(args) > 0 && args[0] == "import-envoy" {
+		return runImportEnvoy(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintf(stderr, "weir policy: want the subcommand check\n\n%s", policyUsage)
@@ -51,7 +58,14 @@ func formatPolicy(p *policy.Policy) string {
 		if l.Shadow {
 			mode = "shadow"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\tburst %d\t%s\n", l.Name, l.Rate.String(), l.Burst, mode)
+		line := fmt.Sprintf("  %s\t%s\tburst %d\t%s", l.Name, l.Rate.String(), l.Burst, mode)
+		if l.Envoy.Unlimited {
+			line = fmt.Sprintf("  %s\tunlimited\t\t", l.Name)
+		}
+		if l.Envoy.Domain != "" {
+			line += "\tenvoy domain " + l.Envoy.Domain
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 	return b.String()
