@@ -82,6 +82,7 @@ type Limiter struct {
 	metrics  *metrics
 	denied   *deniedLog
 	local    *memstore.Store // state for on_failure: local decisions
+	observe  func(Decision)  // nil, or set by WithObserver
 }
 
 // Option customises a Limiter beyond its Config.
@@ -178,6 +179,9 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	}
 	l.record(matches, &d)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
+	if l.observe != nil {
+		l.observe(d)
+	}
 	return d, nil
 }
 

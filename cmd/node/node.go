@@ -22,6 +22,7 @@ import (
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
+	"github.com/weirhq/weir/shadow"
 )
 
 // node is one running weir node: its listeners, servers and background
@@ -37,6 +38,8 @@ type node struct {
 	state    *state
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
+	name     string                 // --node-name
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
@@ -72,7 +75,11 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.state = st
-	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now))
+	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
+		return nil, err
+	}
+	n.name = cfg.NodeName
+	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithObserver(n.shadow.Observe))
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +144,7 @@ func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
 	envoyrls.Register(n.grpc, n.rls)
 	ready := func() error { return nil }
 	n.http = &http.Server{
-		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
+		Handler:           n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger), lim, reg),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	go func() { n.report(n.grpc.Serve(n.grpcLis), "grpc") }()
