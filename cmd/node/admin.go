@@ -9,34 +9,27 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/admin"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/shadow"
 )
 
-// Admin endpoints, read-only, on the HTTP listener. They show keys and
-// descriptor values: expose the HTTP port to operators and the metrics
-// scraper only.
-const (
-	statusPath  = "/admin/status"
-	inspectPath = "/admin/inspect"
-)
-
-// withAdmin serves the admin endpoints beside api.
+// withAdmin serves the read-only admin endpoints (package admin) beside api.
 func (n *node) withAdmin(api http.Handler, lim *limiter.Limiter, reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+shadow.Path, n.shadow.Handler(n.name))
-	mux.HandleFunc("GET "+statusPath, func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+admin.StatusPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, n.status(lim, reg))
 	})
-	mux.HandleFunc("GET "+inspectPath, func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+admin.InspectPath, func(w http.ResponseWriter, r *http.Request) {
 		keys := r.URL.Query()["key"]
-		if len(keys) == 0 || len(keys) > 100 {
+		if len(keys) == 0 || len(keys) > admin.MaxInspectKeys {
 			http.Error(w, "inspect: give 1 to 100 key parameters", http.StatusBadRequest)
 			return
 		}
-		out := make([]keyState, len(keys))
+		out := make([]admin.KeyState, len(keys))
 		for i, k := range keys {
 			out[i] = n.inspect(lim, k)
 		}
@@ -51,15 +44,6 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// nodeStatus is one node's /admin/status answer.
-type nodeStatus struct {
-	Node          string             `json:"node"`
-	PolicyVersion string             `json:"policy_version"`
-	Members       []string           `json:"members"`
-	Breakers      map[string]string  `json:"breakers"`
-	Figures       map[string]float64 `json:"figures"`
-}
-
 // statusFigures are the metrics /admin/status sums over their labels; any
 // metric whose name starts with one of statusPrefixes is included too (the
 // lease and region families, as they land).
@@ -69,8 +53,8 @@ var (
 	breakerStates  = []string{"closed", "half_open", "open"}
 )
 
-func (n *node) status(lim *limiter.Limiter, reg prometheus.Gatherer) nodeStatus {
-	st := nodeStatus{Node: n.name, PolicyVersion: lim.Policy().Version, Members: []string{n.name}, Breakers: map[string]string{}, Figures: map[string]float64{}}
+func (n *node) status(lim *limiter.Limiter, reg prometheus.Gatherer) admin.Status {
+	st := admin.Status{Node: n.name, PolicyVersion: lim.Policy().Version, Members: []string{n.name}, Breakers: map[string]string{}, Figures: map[string]float64{}}
 	if n.members != nil {
 		st.Members = st.Members[:0]
 		for _, m := range n.members.Members() {
@@ -98,28 +82,12 @@ func (n *node) status(lim *limiter.Limiter, reg prometheus.Gatherer) nodeStatus 
 	return st
 }
 
-// keyState is /admin/inspect's answer for one key.
-type keyState struct {
-	Key   string `json:"key"`
-	Limit string `json:"limit,omitempty"`
-	// Held: this node holds the key in owner memory. Otherwise the other
-	// fields are empty: ask the group's owner.
-	Held bool `json:"held"`
-	// TAT is the stored theoretical arrival time, Unix microseconds.
-	TAT          int64  `json:"tat_unix_micros,omitempty"`
-	Remaining    int64  `json:"remaining"`
-	RetryAfterUS int64  `json:"retry_after_micros"`
-	ResetAfterUS int64  `json:"reset_after_micros"`
-	Burst        int64  `json:"burst,omitempty"`
-	Error        string `json:"error,omitempty"`
-}
-
 // inspect reads key's state from owner memory and works out, with the
 // pure GCRA functions, what a request of cost 1 would get now. Nothing is
 // stored: no quota is consumed. The numbers are the limit's own, before
 // tier and tenant overrides.
-func (n *node) inspect(lim *limiter.Limiter, key string) keyState {
-	ks := keyState{Key: key}
+func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
+	ks := admin.KeyState{Key: key}
 	group, limitName, ok := splitKey(key)
 	if !ok {
 		ks.Error = "not a weir key (weir:{group}:limit:...)"

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/weirhq/weir/admin"
 	"github.com/weirhq/weir/shadow"
 )
 
@@ -53,8 +54,8 @@ func TestNode_adminEndpoints(t *testing.T) {
 		t.Fatalf("shadow report = %+v", rep)
 	}
 
-	var st nodeStatus
-	if code := getJSON(t, base+statusPath, &st); code != http.StatusOK {
+	var st admin.Status
+	if code := getJSON(t, base+admin.StatusPath, &st); code != http.StatusOK {
 		t.Fatalf("status: %d", code)
 	}
 	if st.Node != "n1" || st.PolicyVersion != "admin.1" || st.Figures["weir_decisions_total"] != 4 {
@@ -64,8 +65,8 @@ func TestNode_adminEndpoints(t *testing.T) {
 	// Inspect twice: read-only, so both answers agree with the decision.
 	key := first.Limits[0].Key
 	for range 2 {
-		var ks []keyState
-		if code := getJSON(t, base+inspectPath+"?key="+url.QueryEscape(key)+"&key=weir:{zz}:per-user:zz:q&key=nonsense", &ks); code != http.StatusOK {
+		var ks []admin.KeyState
+		if code := getJSON(t, base+admin.InspectPath+"?key="+url.QueryEscape(key)+"&key=weir:{zz}:per-user:zz:q&key=nonsense", &ks); code != http.StatusOK {
 			t.Fatalf("inspect: %d", code)
 		}
 		if len(ks) != 3 || !ks[0].Held || ks[0].Remaining != 2 || ks[0].Burst != 3 || ks[0].RetryAfterUS != 0 || ks[0].ResetAfterUS <= 0 {
@@ -78,7 +79,7 @@ func TestNode_adminEndpoints(t *testing.T) {
 	if r := decide(t, c, 1, "tenant", "a:b", "user", "u"); r.Remaining != 1 {
 		t.Fatalf("after inspecting, remaining %d, want 1: inspect consumed quota", r.Remaining)
 	}
-	if code := getJSON(t, base+inspectPath, new(any)); code != http.StatusBadRequest {
+	if code := getJSON(t, base+admin.InspectPath, new(any)); code != http.StatusBadRequest {
 		t.Fatalf("inspect without keys: %d", code)
 	}
 }

@@ -10,6 +10,9 @@
 //	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
 //	           [--timeout D] [--json]
+//	weir shadow [--addr HOST:PORT,...] [--since D] [--top N] [--json]
+//	weir status [--addr HOST:PORT,...] [--json]
+//	weir inspect [--addr HOST:PORT,...] [--json] KEY...
 //
 // Exit status: decide exits 0 when the request is allowed and 1 when it is
 // denied; policy check exits 1 for an invalid policy; every command exits 2
@@ -42,6 +45,9 @@ Usage:
   weir policy import-envoy CONFIG.yaml...
                              convert envoyproxy/ratelimit configs to a policy
   weir bench [flags]         load-test a node and report throughput and latency
+  weir shadow [--since D]    which keys shadow limits would deny, merged over nodes
+  weir status                members, ring share, breakers, policy version per node
+  weir inspect KEY...        a key's TAT, remaining, retry-after and reset (read-only)
 
 Run "weir COMMAND -h" for a command's flags.
 `
@@ -67,6 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runPolicy(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "shadow":
+		return runShadow(ctx, args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "inspect":
+		return runInspect(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
