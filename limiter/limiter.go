@@ -95,6 +95,7 @@ type Limiter struct {
 	local    *memstore.Store // state for on_failure: local decisions
 	members  func() int      // live members this node sees, for fallback shares
 	debtor   FallbackDebtor  // the store, when it repays fallback admissions
+	observe  func(Decision)  // nil, or set by WithObserver
 }
 
 // Option customises a Limiter beyond its Config.
@@ -200,6 +201,9 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	}
 	l.record(matches, &d)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
+	if l.observe != nil {
+		l.observe(d)
+	}
 	return d, nil
 }
 

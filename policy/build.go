@@ -67,6 +67,7 @@ func build(c *checker, fp *filePolicy) *Policy {
 	}
 	indexDescriptors(p)
 	checkConsistency(c, p)
+	indexDomains(c, p)
 	buildProfiles(c, p, fp)
 	return p
 }
@@ -104,7 +105,9 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 		c.addf(at, "name: %q must match [A-Za-z0-9_.-]{1,64}", fl.Name)
 	}
 	checkMatch(c, at, l)
-	l.Rate, l.Params = rateAndBurst(c, at, "rate", "burst", fl.Rate, fl.Burst)
+	if buildEnvoy(c, at, fl, l) { // an Envoy "unlimited" limit has no rate
+		l.Rate, l.Params = rateAndBurst(c, at, "rate", "burst", fl.Rate, fl.Burst)
+	}
 	switch {
 	case l.OnFailure == FailLocal && fl.FallbackRate == "" && fl.FallbackBurst != 0:
 		c.addf(at, "fallback_burst: needs fallback_rate (without both, the fallback is the node's share of the limit)")

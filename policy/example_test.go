@@ -53,7 +53,7 @@ limits:
 	fmt.Println(err)
 	// Output:
 	// policy.yaml: limits[0] "per-user": group: "team" is not in match
-	// policy.yaml: limits[0] "per-user": rate: "5/x" is not N/s, N/m or N/h
+	// policy.yaml: limits[0] "per-user": rate: "5/x" is not N/s, N/m, N/h or N/d
 }
 
 func ExampleParseRate() {

@@ -50,6 +50,7 @@ type (
 		FallbackBurst int64    `yaml:"fallback_burst"`
 		Leasable      bool     `yaml:"leasable"`
 		Scope         string   `yaml:"scope"`
+		fileEnvoy     `yaml:",inline"`
 	}
 	// fileAdjust is a tier's or an override's change to one limit.
 	fileAdjust struct {

@@ -121,7 +121,7 @@ func TestParse_invalid(t *testing.T) {
 		{"wrong type", "limits: [{name: a, match: [x], rate: 1/s, burst: many}]\n", []string{"cannot unmarshal", "many"}},
 		{"duplicate key", "limits: [" + ok + "]\nlimits: [" + ok + "]\n", []string{"already defined"}},
 		{"bad rate", "limits: [" + ok + ", " + ok + ", {name: per-user, match: [t], rate: 5/x, burst: 1}]\n",
-			[]string{`test.yaml: limits[2] "per-user": rate: "5/x" is not N/s, N/m or N/h`}},
+			[]string{`test.yaml: limits[2] "per-user": rate: "5/x" is not N/s, N/m, N/h or N/d`}},
 		{"bare number rate", "limits: [{name: a, match: [x], rate: 5, burst: 1}]\n", []string{`limits[0] "a": rate: "5" is not N/s`}},
 		{"zero rate", "limits: [{name: a, match: [x], rate: 0/s, burst: 1}]\n", []string{`rate: "0/s": N must be positive`}},
 		{"missing rate", "limits: [{name: a, match: [x], burst: 1}]\n", []string{`limits[0] "a": rate: required`}},
@@ -147,7 +147,7 @@ func TestParse_invalid(t *testing.T) {
 		{"fast and strict share a group", "limits: [{name: f, match: [t, u], group: t, rate: 1/m, burst: 5}, {name: s, match: [t], rate: 1/s, burst: 1, consistency: strict}]\n", []string{`limits: "f" (consistency fast) and "s" (consistency strict) share group "t"`}},
 		{"strict default and a fast limit share a group", "defaults: {consistency: strict}\nlimits: [{name: s, match: [t], rate: 1/s, burst: 1}, {name: f, match: [u, t], group: t, rate: 1/m, burst: 5, consistency: fast}]\n", []string{`"f" (consistency fast) and "s" (consistency strict) share group "t"`}},
 		{"local without fallback burst", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 2/s}]\n", []string{"fallback_burst: must be at least 1, got 0"}},
-		{"local bad fallback rate", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 2/d, fallback_burst: 1}]\n", []string{`fallback_rate: "2/d" is not N/s`}},
+		{"local bad fallback rate", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 2/w, fallback_burst: 1}]\n", []string{`fallback_rate: "2/w" is not N/s`}},
 		{"fallback without local", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: open, fallback_rate: 2/s, fallback_burst: 2}]\n", []string{"fallback_rate and fallback_burst: only allowed when on_failure is local, not open"}},
 		{"fallback burst without local", "limits: [{name: a, match: [x], rate: 1/s, burst: 1, on_failure: closed, fallback_burst: 2}]\n", []string{"only allowed when on_failure is local, not closed"}},
 		{"long version", "version: " + strings.Repeat("v", 129) + "\nlimits: [" + ok + "]\n", []string{"version: must be valid UTF-8 of at most 128 bytes"}},
@@ -199,7 +199,7 @@ limits:
   - {name: a, match: [x], rate: 5/x, burst: 0}
   - {name: b, match: [x], group: y, rate: 1/s, burst: 1}
 `))
-	want := `p.yaml: limits[0] "a": rate: "5/x" is not N/s, N/m or N/h
+	want := `p.yaml: limits[0] "a": rate: "5/x" is not N/s, N/m, N/h or N/d
 p.yaml: limits[0] "a": burst: must be at least 1, got 0
 p.yaml: limits[1] "b": group: "y" is not in match`
 	if err == nil || err.Error() != want {

@@ -87,10 +87,11 @@ type Policy struct {
 	names     []string       // descriptor names some limit uses, sorted
 	index     map[string]int // name -> position in names
 	byName    map[string]*Limit
-	tenantIdx int                // position of TenantDescriptor in names, or -1
-	base      profile            // for tenants without entry
-	tenants   map[string]profile // tenants with an entry
-	tiers     map[string]profile // by tier name
+	tenantIdx int                 // position of TenantDescriptor in names, or -1
+	base      profile             // for tenants without entry
+	tenants   map[string]profile  // tenants with an entry
+	tiers     map[string]profile  // by tier name
+	domains   map[string][]*Limit // Envoy RLS domain -> its limits, see envoy.go
 }
 
 // Limit is one limit of a Policy. Callers must not modify it.
@@ -123,6 +124,9 @@ type Limit struct {
 	// Leasable limits may be served from leases granted to peer nodes.
 	Leasable bool
 	Scope    Scope
+	// Envoy holds the limit's Envoy RLS settings (see envoy.go); its
+	// Domain is "" for limits that answer weir's own API.
+	Envoy EnvoyLimit
 
 	match    []int // Match as positions in Policy.names
 	groupPos int   // position of Group in Match

@@ -19,7 +19,7 @@ type Rate struct {
 // microsecond. A faster rate would be silently rounded down, so it is refused.
 const maxPerSecond = 1_000_000
 
-// ParseRate parses "N/s", "N/m" or "N/h" with N a positive decimal integer.
+// ParseRate parses "N/s", "N/m", "N/h" or "N/d" with N a positive decimal integer.
 // No other unit is accepted and the unit is required. Rates faster than one
 // unit per microsecond (1000000/s) are refused. Errors wrap ErrInvalid.
 func ParseRate(s string) (Rate, error) {
@@ -30,7 +30,7 @@ func ParseRate(s string) (Rate, error) {
 	return r, nil
 }
 
-// parseRate returns a message such as `"5/x" is not N/s, N/m or N/h` instead
+// parseRate returns a message such as `"5/x" is not N/s, N/m, N/h or N/d` instead
 // of an error so Parse can place it after the field it came from.
 func parseRate(s string) (Rate, string) {
 	num, unit, ok := strings.Cut(s, "/")
@@ -42,11 +42,13 @@ func parseRate(s string) (Rate, string) {
 		per = time.Minute
 	case "h":
 		per = time.Hour
+	case "d":
+		per = 24 * time.Hour
 	default:
 		ok = false
 	}
 	if !ok || num == "" || strings.TrimLeft(num, "0123456789") != "" {
-		return Rate{}, fmt.Sprintf("%q is not N/s, N/m or N/h", s)
+		return Rate{}, fmt.Sprintf("%q is not N/s, N/m, N/h or N/d", s)
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	switch {
@@ -72,6 +74,8 @@ func (r Rate) String() string {
 		unit = "m"
 	case time.Hour:
 		unit = "h"
+	case 24 * time.Hour:
+		unit = "d"
 	default:
 		unit = r.Per.String()
 	}

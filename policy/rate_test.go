@@ -19,7 +19,7 @@ func TestParseRate(t *testing.T) {
 		{in: "007/s", want: Rate{7, time.Second}},
 		{in: "1000000/s", want: Rate{1_000_000, time.Second}},
 		{in: "60000000/m", want: Rate{60_000_000, time.Minute}},
-		{in: "5/x", wantErr: `"5/x" is not N/s, N/m or N/h`},
+		{in: "5/x", wantErr: `"5/x" is not N/s, N/m, N/h or N/d`},
 		{in: "5", wantErr: `"5" is not N/s`},
 		{in: "/s", wantErr: `"/s" is not N/s`},
 		{in: "5/", wantErr: `"5/" is not N/s`},
@@ -76,5 +76,12 @@ func TestRate_Limit(t *testing.T) {
 	// 3/s does not divide a second evenly: rounded up to enforce below, never above.
 	if l, _ := (Rate{3, time.Second}).Limit(1); l.Interval != 333_334 {
 		t.Errorf("3/s interval = %d, want 333334", l.Interval)
+	}
+}
+
+func TestParseRate_day(t *testing.T) {
+	r, err := ParseRate("100/d")
+	if err != nil || r.Per != 24*time.Hour || r.N != 100 || r.String() != "100/d" {
+		t.Fatalf("ParseRate(100/d) = %v, %v", r, err)
 	}
 }

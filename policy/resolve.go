@@ -53,6 +53,9 @@ func (p *Policy) Resolve(desc map[string]string, dst []Match) ([]Match, error) {
 	}
 	prof := p.tenantProfile(vals)
 	for li, l := range p.Limits {
+		if l.Envoy.Domain != "" {
+			continue // answers Envoy RLS only, see ResolveEnvoy
+		}
 		size, ok := keySize(l, vals)
 		if !ok {
 			continue

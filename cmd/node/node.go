@@ -16,11 +16,13 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/weirhq/weir/envoyrls"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
+	"github.com/weirhq/weir/shadow"
 )
 
 // node is one running weir node: its listeners, servers and background
@@ -38,6 +40,9 @@ type node struct {
 	watcher  *policy.Watcher // nil with the built-in policy
 	state    *state
 	members  *membership.Membership // nil for a cluster of one
+	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
+	name     string                 // --node-name
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
@@ -77,12 +82,19 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.state = st
-	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members))
+	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
+		return nil, err
+	}
+	n.name = cfg.NodeName
+	lim, err := limiter.New(limiter.DefaultConfig(), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members), limiter.WithObserver(n.shadow.Observe))
 	if err != nil {
 		return nil, err
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
 	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
+	if n.rls, err = envoyrls.New(lim, logger, reg); err != nil {
+		return nil, err
+	}
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}
@@ -143,9 +155,10 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, reg *prometheus.Registry)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
 	peer.Register(n.peerGRPC, n.state.cluster)
+	envoyrls.Register(n.grpc, n.rls)
 	ready := func() error { return nil }
 	n.http = &http.Server{
-		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
+		Handler:           n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger), lim, reg),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	serveHTTP := func() error { return n.http.Serve(n.httpLis) }

@@ -24,6 +24,7 @@ type state struct {
 	peers    *peer.Client
 	breakers *breaker.Set
 	now      func() time.Time
+	mem      *memstore.Store // owner memory, read by /admin/inspect
 }
 
 // openState builds owner memory, the optional Redis persistence (backend,
@@ -37,7 +38,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	}, func() float64 { return float64(mem.Len()) }))
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
-	st := &state{now: time.Now}
+	st := &state{now: time.Now, mem: mem}
 	breakers, err := breaker.NewSet(breaker.DefaultConfig(), time.Now, n.logger, reg)
 	if err != nil {
 		return nil, err

@@ -5,10 +5,14 @@
 //
 //	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]
 //	weir policy check FILE
+//	weir policy import-envoy CONFIG.yaml... > policy.yaml
 //	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R]
 //	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
 //	           [--timeout D] [--json]
+//	weir shadow [--addr HOST:PORT,...] [--since D] [--top N] [--json]
+//	weir status [--addr HOST:PORT,...] [--json]
+//	weir inspect [--addr HOST:PORT,...] [--json] KEY...
 //
 // decide and bench connect in plaintext unless given TLS flags: --tls (system
 // roots), --tls-ca FILE, --tls-cert FILE --tls-key FILE (for a node started
@@ -42,7 +46,12 @@ const usage = `weir is the command-line tool of the weir rate limiter.
 Usage:
   weir decide [flags]        ask a node whether a request may pass
   weir policy check FILE     validate a policy file
+  weir policy import-envoy CONFIG.yaml...
+                             convert envoyproxy/ratelimit configs to a policy
   weir bench [flags]         load-test a node and report throughput and latency
+  weir shadow [--since D]    which keys shadow limits would deny, merged over nodes
+  weir status                members, ring share, breakers, policy version per node
+  weir inspect KEY...        a key's TAT, remaining, retry-after and reset (read-only)
 
 Run "weir COMMAND -h" for a command's flags.
 `
@@ -68,6 +77,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runPolicy(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "shadow":
+		return runShadow(ctx, args[1:], stdout, stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "inspect":
+		return runInspect(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK

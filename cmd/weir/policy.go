@@ -11,18 +11,25 @@ import (
 )
 
 const policyUsage = `Usage: weir policy check FILE
+       weir policy import-envoy CONFIG.yaml... > policy.yaml
 
 Validates the policy file FILE as a node would load it. Prints its version
 and limits, each with what it does when its owner or Redis cannot decide,
 and a warning line for every limit that fails open (admits without bound
 during such a fault); exits 0. Prints the problem and exits 1 if the file
 is invalid.
+
+import-envoy converts envoyproxy/ratelimit configuration files into a weir
+policy (see "weir policy import-envoy -h").
 `
 
 func runPolicy(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 1 && isHelp(args[0]) || len(args) == 2 && args[0] == "check" && isHelp(args[1]) {
 		fmt.Fprint(stdout, policyUsage)
 		return exitOK
+	}
+	if len(args) > 0 && args[0] == "import-envoy" {
+		return runImportEnvoy(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintf(stderr, "weir policy: want the subcommand check\n\n%s", policyUsage)
@@ -57,8 +64,15 @@ func formatPolicy(p *policy.Policy) string {
 		if l.Shadow {
 			mode = "shadow"
 		}
-		fmt.Fprintf(tw, "  %s\t%s\tburst %d\t%s\t%s\t%s\n", l.Name, l.Rate.String(), l.Burst, mode, l.Consistency, onFailure(l))
-		if l.OnFailure == policy.FailOpen {
+		line := fmt.Sprintf("  %s\t%s\tburst %d\t%s\t%s\t%s", l.Name, l.Rate.String(), l.Burst, mode, l.Consistency, onFailure(l))
+		if l.Envoy.Unlimited {
+			line = fmt.Sprintf("  %s\tunlimited\t\t%s\t\t", l.Name, mode)
+		}
+		if l.Envoy.Domain != "" {
+			line += "\tenvoy domain " + l.Envoy.Domain
+		}
+		fmt.Fprintln(tw, line)
+		if l.OnFailure == policy.FailOpen && !l.Envoy.Unlimited {
 			open = append(open, l.Name)
 		}
 	}

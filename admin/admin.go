@@ -1,0 +1,110 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+)
+
+// Paths of the admin endpoints (the shadow report's is shadow.Path).
+const (
+	StatusPath  = "/admin/status"
+	InspectPath = "/admin/inspect"
+	// MaxInspectKeys bounds the keys of one inspect call.
+	MaxInspectKeys = 100
+)
+
+// Status is one node's view of itself and the cluster.
+type Status struct {
+	Node          string   `json:"node"`
+	PolicyVersion string   `json:"policy_version"`
+	Members       []string `json:"members"` // sorted, the node itself included
+	// Breakers maps a dependency (Redis, a peer) to closed, half_open or open.
+	Breakers map[string]string `json:"breakers"`
+	// Figures are metric values summed over their labels: decisions,
+	// fallbacks, store errors, write-behind lag and pending marks, keys in
+	// memory, forwards, Envoy requests, and lease and region figures.
+	Figures map[string]float64 `json:"figures"`
+}
+
+// KeyState is one key's state as /admin/inspect reads it.
+type KeyState struct {
+	Key   string `json:"key"`
+	Limit string `json:"limit,omitempty"`
+	// Held: the answering node holds the key in owner memory. Otherwise
+	// the figures are empty: its group's owner is another node, or the key
+	// is rested and was swept.
+	Held bool `json:"held"`
+	// TAT is the stored theoretical arrival time, Unix microseconds.
+	TAT int64 `json:"tat_unix_micros,omitempty"`
+	// Remaining, RetryAfter and ResetAfter are what a request of cost 1
+	// would see now, under the limit's own rate and burst (before tier
+	// and tenant overrides).
+	Remaining    int64  `json:"remaining"`
+	RetryAfterUS int64  `json:"retry_after_micros"`
+	ResetAfterUS int64  `json:"reset_after_micros"`
+	Burst        int64  `json:"burst,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+// Answer is one node's reply to Ask.
+type Answer[T any] struct {
+	Addr  string
+	Value T
+	Err   error
+}
+
+// Ask sends GET path?query to every addr (host:port of a node's HTTP
+// listener) at once and decodes each JSON reply into a T. Answers come
+// back in addrs order; a node that fails has Err set. progress, if not
+// nil, is called as each node answers.
+func Ask[T any](ctx context.Context, c *http.Client, addrs []string, path string, query url.Values, progress func(done, total int)) []Answer[T] {
+	out := make([]Answer[T], len(addrs))
+	var mu sync.Mutex
+	done := 0
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = Answer[T]{Addr: addr}
+			out[i].Err = get(ctx, c, addr, path, query, &out[i].Value)
+			if progress != nil {
+				mu.Lock()
+				done++
+				progress(done, len(addrs))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func get(ctx context.Context, c *http.Client, addr, path string, query url.Values, v any) error {
+	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: query.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("admin: %s: %w", addr, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("admin: %s%s: %s: %s", addr, path, resp.Status, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("admin: %s%s: %w", addr, path, err)
+	}
+	return nil
+}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/admin"
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/shadow"
+)
+
+// withAdmin serves the read-only admin endpoints (package admin) beside api.
+func (n *node) withAdmin(api http.Handler, lim *limiter.Limiter, reg prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+shadow.Path, n.shadow.Handler(n.name))
+	mux.HandleFunc("GET "+admin.StatusPath, func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, n.status(lim, reg))
+	})
+	mux.HandleFunc("GET "+admin.InspectPath, func(w http.ResponseWriter, r *http.Request) {
+		keys := r.URL.Query()["key"]
+		if len(keys) == 0 || len(keys) > admin.MaxInspectKeys {
+			http.Error(w, "inspect: give 1 to 100 key parameters", http.StatusBadRequest)
+			return
+		}
+		out := make([]admin.KeyState, len(keys))
+		for i, k := range keys {
+			out[i] = n.inspect(lim, k)
+		}
+		writeJSON(w, out)
+	})
+	mux.Handle("/", api)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(v)
+}
+
+// statusFigures are the metrics /admin/status sums over their labels; any
+// metric whose name starts with one of statusPrefixes is included too (the
+// lease and region families, as they land).
+var (
+	statusFigures  = []string{"weir_decisions_total", "weir_fallback_decisions_total", "weir_store_errors_total", "weir_writebehind_lag_seconds", "weir_writebehind_pending", "weir_active_keys", "weir_forwards_total", "weir_envoy_requests_total"}
+	statusPrefixes = []string{"weir_lease_", "weir_region_"}
+	breakerStates  = []string{"closed", "half_open", "open"}
+)
+
+func (n *node) status(lim *limiter.Limiter, reg prometheus.Gatherer) admin.Status {
+	st := admin.Status{Node: n.name, PolicyVersion: lim.Policy().Version, Members: []string{n.name}, Breakers: map[string]string{}, Figures: map[string]float64{}}
+	if n.members != nil {
+		st.Members = st.Members[:0]
+		for _, m := range n.members.Members() {
+			st.Members = append(st.Members, m.Name)
+		}
+		slices.Sort(st.Members)
+	}
+	fams, _ := reg.Gather() // a partial gather is still worth showing
+	for _, f := range fams {
+		name := f.GetName()
+		switch {
+		case name == "weir_breaker_state":
+			for _, m := range f.GetMetric() {
+				v := int(m.GetGauge().GetValue())
+				if v >= 0 && v < len(breakerStates) && len(m.GetLabel()) > 0 {
+					st.Breakers[m.GetLabel()[0].GetValue()] = breakerStates[v]
+				}
+			}
+		case slices.Contains(statusFigures, name) || slices.ContainsFunc(statusPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+			for _, m := range f.GetMetric() {
+				st.Figures[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+			}
+		}
+	}
+	return st
+}
+
+// inspect reads key's state from owner memory and works out, with the
+// pure GCRA functions, what a request of cost 1 would get now. Nothing is
+// stored: no quota is consumed. The numbers are the limit's own, before
+// tier and tenant overrides.
+func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
+	ks := admin.KeyState{Key: key}
+	group, limitName, ok := splitKey(key)
+	if !ok {
+		ks.Error = "not a weir key (weir:{group}:limit:...)"
+		return ks
+	}
+	l := lim.Policy().Limit(limitName)
+	if l == nil || l.Envoy.Unlimited {
+		ks.Error = "no limit " + limitName + " in the current policy"
+		return ks
+	}
+	ks.Limit, ks.Burst = l.Name, l.Params.Burst
+	if ks.Held = n.state.mem.Has(group, key); !ks.Held {
+		return ks
+	}
+	ks.TAT = n.state.mem.Get(group, key)
+	now := n.state.now().UnixMicro()
+	r, err := gcra.Decide(ks.TAT, now, l.Params, 1)
+	if err != nil {
+		ks.Error = err.Error()
+		return ks
+	}
+	ks.Remaining, ks.RetryAfterUS, ks.ResetAfterUS = r.Remaining, r.RetryAfter, max(ks.TAT-now, 0)
+	if r.Allowed {
+		ks.Remaining++ // r counts the peeked request as admitted
+	}
+	return ks
+}
+
+// splitKey takes the group value (unescaped, as owner memory shards by
+// it) and the limit name out of a key built by policy.Resolve.
+func splitKey(key string) (group, limit string, ok bool) {
+	rest, found := strings.CutPrefix(key, policy.KeyPrefix+"{")
+	if !found {
+		return "", "", false
+	}
+	escaped, rest, found := strings.Cut(rest, "}:")
+	if !found {
+		return "", "", false
+	}
+	group, err := url.PathUnescape(escaped) // Resolve escapes % { } : as %XX
+	if err != nil {
+		return "", "", false
+	}
+	limit, _, _ = strings.Cut(rest, ":")
+	return group, limit, limit != ""
+}

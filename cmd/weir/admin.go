@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/weirhq/weir/admin"
+)
+
+// adminFlags are the flags shared by shadow, status and inspect.
+type adminFlags struct {
+	addrs   string
+	timeout time.Duration
+	asJSON  bool
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.addrs, "addr", "127.0.0.1:8080", "comma-separated HTTP `addresses` of the nodes to ask (every node, for a whole-cluster view)")
+	fs.DurationVar(&a.timeout, "timeout", 5*time.Second, "give up on a node after this long")
+	fs.BoolVar(&a.asJSON, "json", false, "print JSON for scripts instead of a table")
+}
+
+func (a *adminFlags) list() ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(a.addrs, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--addr names no node")
+	}
+	if a.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout must be positive, got %v", a.timeout)
+	}
+	return out, nil
+}
+
+// ask asks every node, reporting progress and failed nodes on stderr, and
+// returns the answers that arrived; ok is false when none did.
+func ask[T any](ctx context.Context, cmd string, a *adminFlags, addrs []string, path string, q url.Values, stderr io.Writer) (got []admin.Answer[T], ok bool) {
+	c := &http.Client{Timeout: a.timeout}
+	progress := func(done, total int) {
+		if total > 1 {
+			fmt.Fprintf(stderr, "\r%s: %d/%d nodes answered", cmd, done, total)
+			if done == total {
+				fmt.Fprintln(stderr)
+			}
+		}
+	}
+	for _, ans := range admin.Ask[T](ctx, c, addrs, path, q, progress) {
+		if ans.Err != nil {
+			fmt.Fprintf(stderr, "weir %s: %s: %v\n", cmd, ans.Addr, ans.Err)
+			continue
+		}
+		got = append(got, ans)
+	}
+	return got, len(got) > 0
+}
+
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// micros formats microseconds as a short duration.
+func micros(us int64) string {
+	if us == 0 {
+		return "0"
+	}
+	return (time.Duration(us) * time.Microsecond).String()
+}
