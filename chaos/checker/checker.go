@@ -28,13 +28,19 @@ type Window struct {
 	Admitted, Fallback int64
 	// Bound is the plain bound B + W/T.
 	Bound float64
-	// Allowance is what the normal admissions were held to: Bound × Owners
-	// plus Crashes crash terms.
+	// Allowance is the normal term: Bound × Owners plus Crashes crash
+	// terms. For an open or closed limit the normal admissions are held to
+	// it.
 	Allowance float64
 	Owners    int
 	Crashes   int
-	// FallbackAllowance is what fallback admissions were held to; when
-	// FallbackUnbounded (on_failure: open) there is no bound.
+	// FallbackTerms are the local fallback's terms, one per node that
+	// admitted by fallback in the window, and FallbackAllowance their sum.
+	// For a local limit (default or written) the normal and fallback
+	// admissions together are held to Allowance + FallbackAllowance. When
+	// FallbackUnbounded (on_failure: open) fallback admissions are only
+	// reported.
+	FallbackTerms     []FallbackTerm
 	FallbackAllowance float64
 	FallbackUnbounded bool
 	// Excess is Admitted + Fallback − Bound; negative when there was room.
@@ -46,8 +52,8 @@ type Window struct {
 const (
 	// KindAdmitted: normal admissions beyond the allowance.
 	KindAdmitted = "admitted"
-	// KindFallback: local-fallback admissions beyond nodes × the fallback
-	// bound.
+	// KindFallback: normal and local-fallback admissions together beyond
+	// the normal term plus the fallback terms of the nodes that fell back.
 	KindFallback = "fallback"
 	// KindClosed: a closed limit admitted under its failure policy.
 	KindClosed = "closed"
@@ -68,6 +74,11 @@ type Violation struct {
 	// Windows is how many overlapping violating windows the run spans
 	// (for KindClosed, how many operations).
 	Windows int
+	// For KindFallback: the fallback units in Admitted, the normal term
+	// (also in Allowance) and the fallback terms.
+	Fallback      int64
+	NormalAllow   float64
+	FallbackTerms []FallbackTerm
 }
 
 // Describe renders v with times in seconds since start.
@@ -76,8 +87,9 @@ func (v Violation) Describe(start int64) string {
 	var s string
 	switch v.Kind {
 	case KindFallback:
-		s = fmt.Sprintf("limit %q key %q: %d units admitted by the local fallback in %s, fallback allowance %s",
-			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance))
+		s = fmt.Sprintf("limit %q key %q: %d units admitted (%d normally, %d by fallback) in %s, allowance %s = normal %s + fallback [%s] (bound %s)",
+			v.Limit, v.Key, v.Admitted, v.Admitted-v.Fallback, v.Fallback, at, Units(v.Allowance), Units(v.NormalAllow),
+			describeTerms(v.FallbackTerms), Units(v.Bound))
 	case KindClosed:
 		s = fmt.Sprintf("limit %q key %q: %d units admitted by a closed failure policy in %s, allowance 0",
 			v.Limit, v.Key, v.Admitted, at)
@@ -133,7 +145,10 @@ type LimitResult struct {
 	ClosedAdmits     int // operations admitted by a closed failure policy
 	Violations       []Violation
 	Dropped          int
-	Pass             bool
+	// Gap is the limit's longest stretch without a normal answer for a
+	// key that was asked (Gap.Key is empty when there was none).
+	Gap  Gap
+	Pass bool
 }
 
 // StateCheck is one state-survival check: a key saturated just before a
@@ -175,6 +190,10 @@ type Result struct {
 	// whatever limits it matched).
 	Fallback map[string]FallbackStats
 	State    StateResult
+	// Gap is the longest stretch, over every limit and key, in which a key
+	// that was asked got no normal (non-fallback) answer within the
+	// deadline.
+	Gap Gap
 	// Errors are sanity failures: impossible times, unknown limits.
 	Errors []string
 	// Notes are remarks that do not affect the verdict.
@@ -241,6 +260,7 @@ type limitState struct {
 type keyData struct {
 	adm    []span
 	denied []int64 // invoke times of non-fallback denials
+	ops    []keyOp // every operation that names the key, for the gap
 	ks     *keySpans
 }
 
@@ -251,24 +271,38 @@ type checker struct {
 	limits []*limitState
 	byName map[string]*limitState
 	buf    []uint8
+	// nodes numbers the nodes (header nodes first) for per-node fallback
+	// terms; members is their member counts over time.
+	nodes   []string
+	nodeIdx map[string]int
+	members membership
 }
 
 // Check judges h. It does not modify h.
 func Check(h *history.History, cfg Config) Result {
 	cfg = cfg.withDefaults()
-	c := &checker{h: h, cfg: cfg, byName: map[string]*limitState{}}
+	c := &checker{h: h, cfg: cfg, byName: map[string]*limitState{}, nodeIdx: map[string]int{}}
+	for _, n := range h.Header.Nodes {
+		c.nodeIndex(n)
+	}
 	r := &Result{Scenario: h.Header.Scenario, Ops: len(h.Ops), Config: cfg, Fallback: map[string]FallbackStats{}}
 	c.r = r
 	c.timeRange()
 	var notes []string
 	r.Faults, notes = pairFaults(h.Events, r.End)
 	r.Notes = append(r.Notes, notes...)
+	c.members = newMembership(h.Events, r.Nodes)
 	c.setupLimits()
 	c.scanOps()
 	for _, ls := range c.limits {
 		c.checkLimit(ls)
 	}
 	c.checkState()
+	for _, l := range r.Limits {
+		if l.Gap.Length > r.Gap.Length {
+			r.Gap = l.Gap
+		}
+	}
 	c.collect()
 	return *r
 }
@@ -394,9 +428,12 @@ func (c *checker) scanOps() {
 				ls.res.FallbackDecisions[o.FallbackMode]++
 				ls.res.FallbackReasons[o.FallbackReason]++
 			}
+			if lk.Key != "" {
+				kd.ops = append(kd.ops, keyOp{inv: o.Invoke, comp: o.Complete, normal: o.Outcome.Answered() && !fb})
+			}
 			switch o.Outcome {
 			case history.Allowed:
-				kd.adm = append(kd.adm, span{inv: o.Invoke, comp: o.Complete, cost: cost, fb: fb})
+				kd.adm = append(kd.adm, span{inv: o.Invoke, comp: o.Complete, cost: cost, fb: fb, node: int32(c.nodeIndex(o.Node))})
 				ls.res.AdmittedOps++
 				ls.res.Admitted += cost
 				if fb {
@@ -440,26 +477,28 @@ func (c *checker) allowance(ls *limitState, s, e int64, w time.Duration) (allow 
 	return ls.spec.Bound(w)*float64(owners) + float64(crashes)*ls.crash, owners, crashes
 }
 
-// fallbackAllowance is what fallback admissions of ls in a window of width
-// w are held to.
-func (c *checker) fallbackAllowance(ls *limitState, w time.Duration) (allow float64, unbounded bool) {
-	switch ls.spec.OnFailure {
-	case "local":
-		return float64(c.r.Nodes) * ls.spec.FallbackBound(w), false
-	case "closed":
-		return 0, false
-	}
-	return 0, true
-}
+// judgesTotal reports whether ls's normal and fallback admissions are
+// judged together against the normal and fallback terms (on_failure local,
+// written or by default); open limits report fallback admissions apart,
+// closed ones must not make any.
+func (ls *limitState) judgesTotal() bool { return ls.spec.OnFailure == "local" }
 
-// window fills in the bounds of a window of ls.
-func (c *checker) window(ls *limitState, key string, s int64, w time.Duration, adm, fb int64) Window {
+// window fills in the bounds of a window of ls; perNode is the fallback
+// cost per node index.
+func (c *checker) window(ls *limitState, key string, s int64, w time.Duration, adm, fb int64, perNode []int64) Window {
 	win := Window{Key: key, Start: s, Width: w, Admitted: adm, Fallback: fb, Bound: ls.spec.Bound(w)}
 	win.Allowance, win.Owners, win.Crashes = c.allowance(ls, s, s+int64(w), w)
-	win.FallbackAllowance, win.FallbackUnbounded = c.fallbackAllowance(ls, w)
 	win.Excess = float64(adm+fb) - win.Bound
-	win.Pass = float64(adm) <= win.Allowance+eps &&
-		(win.FallbackUnbounded || float64(fb) <= win.FallbackAllowance+eps)
+	switch {
+	case ls.judgesTotal():
+		win.FallbackTerms, win.FallbackAllowance = c.fallbackTerms(ls, perNode, s, w)
+		win.Pass = float64(adm+fb) <= win.Allowance+win.FallbackAllowance+eps
+	case ls.spec.OnFailure == "closed":
+		win.Pass = float64(adm) <= win.Allowance+eps && fb == 0
+	default:
+		win.FallbackUnbounded = true
+		win.Pass = float64(adm) <= win.Allowance+eps
+	}
 	return win
 }
 
@@ -514,73 +553,96 @@ func (c *checker) checkLimit(ls *limitState) {
 		if total > res.TopKeyAdmitted {
 			res.TopKey, res.TopKeyAdmitted = k, total
 		}
-	}
-	type worst struct {
-		key     string
-		start   int64
-		adm, fb int64
-		excess  float64
-		found   bool
-		width   time.Duration
+		if g := keyGap(kd.ops, c.h.Header.Deadline); g.Length > res.Gap.Length {
+			g.Limit, g.Key = ls.spec.Name, k
+			res.Gap = g
+		}
 	}
 	var overall worst
 	for _, w := range c.cfg.Windows {
-		bound := ls.spec.Bound(w)
-		fbAllow, unbounded := c.fallbackAllowance(ls, w)
-		checkFB := !unbounded && ls.spec.OnFailure != "closed" // closed is checked per operation
 		var ww worst
 		for _, k := range keys {
-			ks := ls.keys[k].ks
-			if len(ks.sp) == 0 {
-				continue
-			}
-			sw := newSweeper(ks, c.buf)
-			c.buf = sw.state
-			var runs [2]run
-			for i, sp := range ks.sp {
-				if i > 0 && sp.inv == ks.sp[i-1].inv {
-					continue
-				}
-				s, e := sp.inv, sp.inv+int64(w)
-				sw.advance(s, e)
-				a, f := sw.nonfb, sw.fb
-				if a+f == 0 {
-					continue
-				}
-				ex := float64(a+f) - bound
-				if !ww.found || ex > ww.excess {
-					ww = worst{key: k, start: s, adm: a, fb: f, excess: ex, found: true, width: w}
-				}
-				if float64(a) > bound+eps {
-					if allow, _, _ := c.allowance(ls, s, e, w); float64(a) > allow+eps {
-						res.ViolatingWindows++
-						c.see(ls, &runs[0], Violation{Kind: KindAdmitted, Limit: ls.spec.Name, Key: k, Start: s,
-							Width: w, Admitted: a, Allowance: allow, Bound: bound}, float64(a)-allow)
-					}
-				}
-				if checkFB && float64(f) > fbAllow+eps {
-					res.ViolatingWindows++
-					c.see(ls, &runs[1], Violation{Kind: KindFallback, Limit: ls.spec.Name, Key: k, Start: s,
-						Width: w, Admitted: f, Allowance: fbAllow, Bound: bound}, float64(f)-fbAllow)
-				}
-			}
-			c.emit(ls, &runs[0])
-			c.emit(ls, &runs[1])
+			c.sweepKey(ls, k, w, &ww)
 		}
 		if ww.found {
-			res.WorstByWidth = append(res.WorstByWidth, c.window(ls, ww.key, ww.start, w, ww.adm, ww.fb))
+			res.WorstByWidth = append(res.WorstByWidth, c.window(ls, ww.key, ww.start, w, ww.adm, ww.fb, ww.perNode))
 			if !overall.found || ww.excess > overall.excess {
 				overall = ww
 			}
 		}
 	}
 	if overall.found {
-		res.Worst = c.window(ls, overall.key, overall.start, overall.width, overall.adm, overall.fb)
+		res.Worst = c.window(ls, overall.key, overall.start, overall.width, overall.adm, overall.fb, overall.perNode)
 	}
 	if ls.spec.OnFailure == "closed" {
 		c.checkClosed(ls, keys)
 	}
 	res.Pass = res.ViolatingWindows == 0 && res.ClosedAdmits == 0
+}
+
+// worst is the window with the largest excess over the plain bound seen so
+// far.
+type worst struct {
+	key     string
+	start   int64
+	adm, fb int64
+	perNode []int64
+	excess  float64
+	found   bool
+	width   time.Duration
+}
+
+// sweepKey checks every window of width w of key k that starts at an
+// admission, recording violations and the worst window in ww.
+func (c *checker) sweepKey(ls *limitState, k string, w time.Duration, ww *worst) {
+	ks := ls.keys[k].ks
+	if len(ks.sp) == 0 {
+		return
+	}
+	bound := ls.spec.Bound(w)
+	sw := newSweeper(ks, c.buf, len(c.nodes))
+	c.buf = sw.state
+	var runs [2]run
+	for i, sp := range ks.sp {
+		if i > 0 && sp.inv == ks.sp[i-1].inv {
+			continue
+		}
+		s, e := sp.inv, sp.inv+int64(w)
+		sw.advance(s, e)
+		a, f := sw.nonfb, sw.fb
+		if a+f == 0 {
+			continue
+		}
+		if ex := float64(a+f) - bound; !ww.found || ex > ww.excess {
+			*ww = worst{key: k, start: s, adm: a, fb: f, perNode: slices.Clone(sw.fbNode), excess: ex, found: true, width: w}
+		}
+		judged := a
+		if ls.judgesTotal() {
+			judged += f
+		}
+		if float64(judged) <= bound+eps {
+			continue
+		}
+		allow, _, _ := c.allowance(ls, s, e, w)
+		if float64(judged) <= allow+eps {
+			continue
+		}
+		v := Violation{Kind: KindAdmitted, Limit: ls.spec.Name, Key: k, Start: s, Width: w, Admitted: judged,
+			Allowance: allow, Bound: bound}
+		ri := 0
+		if ls.judgesTotal() && f > 0 {
+			terms, sum := c.fallbackTerms(ls, sw.fbNode, s, w)
+			if float64(judged) <= allow+sum+eps {
+				continue
+			}
+			v.Kind, v.Fallback, v.NormalAllow, v.FallbackTerms, v.Allowance = KindFallback, f, allow, terms, allow+sum
+			ri = 1
+		}
+		ls.res.ViolatingWindows++
+		c.see(ls, &runs[ri], v, float64(judged)-v.Allowance)
+	}
+	c.emit(ls, &runs[0])
+	c.emit(ls, &runs[1])
 }
 
 // checkClosed reports every admission a closed failure policy made; each
