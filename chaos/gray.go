@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/weirhq/weir/chaos/history"
 	"github.com/weirhq/weir/chaos/netlab"
 )
 
@@ -93,12 +94,13 @@ func grayNemeses() []Nemesis {
 			Name: "scale-down-up",
 			Summary: "four nodes; the hot tenant's owner and one other leave gracefully (SIGTERM), " +
 				"then the owner joins again; the fourth stays away",
-			// A node that left refuses the calls the client still sends it.
-			RecoveryAvailability: 0.7,
-			Owners:               2,
-			Stale:                true,
-			targets:              leavers,
-			inject:               scaleDownUp,
+			// Calls the client still sends to a node that left are not
+			// judged (history.NodeLeft); the others must be answered.
+			FaultAvailability: 0.999,
+			Owners:            2,
+			Stale:             true,
+			targets:           leavers,
+			inject:            scaleDownUp,
 		},
 	}
 }
@@ -212,10 +214,13 @@ func leavers(tb *testbed) []*Node {
 func scaleDownUp(ctx context.Context, tb *testbed, leave []*Node) (func(context.Context) error, error) {
 	for _, n := range leave {
 		tb.logf("  scale-down: stopping %s", n.Name)
+		// Recorded first: a caller's load balancer drains a node before
+		// it stops it.
+		n.setLeft(true)
+		tb.event(history.Event{Kind: history.NodeLeft, Nodes: []string{n.Name}})
 		if err := tb.stopNode(ctx, n, 15*time.Second); err != nil {
 			return noHeal, err
 		}
-		n.setLeft(true)
 	}
 	if err := tb.waitConverged(ctx, convergeLimit); err != nil {
 		return noHeal, err
@@ -223,7 +228,9 @@ func scaleDownUp(ctx context.Context, tb *testbed, leave []*Node) (func(context.
 	return func(ctx context.Context) error {
 		tb.logf("  scale-up: %s joins", leave[0].Name)
 		leave[0].setLeft(false)
-		return tb.restartNode(ctx, leave[0])
+		err := tb.restartNode(ctx, leave[0])
+		tb.event(history.Event{Kind: history.NodeJoined, Nodes: []string{leave[0].Name}})
+		return err
 	}, nil
 }
 

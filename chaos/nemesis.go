@@ -24,9 +24,6 @@ type Nemesis struct {
 	// judged when a node is down or frozen (the calls the client sends it
 	// cannot be answered).
 	FaultAvailability float64
-	// RecoveryAvailability, when not zero, replaces the recovery floor (a
-	// scenario that leaves a node out of the cluster on purpose).
-	RecoveryAvailability float64
 	// MaxP99, when not zero, replaces the p99 ceiling: a node starved of
 	// CPU answers late by design, and the check is then that no caller
 	// waits past its deadline (the availability floor).

@@ -288,9 +288,6 @@ func runScenario(ctx context.Context, opts Options, s Scenario) (out Outcome) {
 	if s.Nemesis.FaultAvailability > 0 {
 		cfg.MinFaultAvailability = s.Nemesis.FaultAvailability
 	}
-	if s.Nemesis.RecoveryAvailability > 0 {
-		cfg.MinRecoveryAvailability = s.Nemesis.RecoveryAvailability
-	}
 	if s.Nemesis.MaxP99 > 0 {
 		cfg.MaxP99 = s.Nemesis.MaxP99
 	}

@@ -385,6 +385,7 @@ func (c *checker) scanOps() {
 	}
 	invalid := 0
 	unknown := map[string]int{}
+	gone := newDepartures(h.Events, r.End)
 	for _, o := range h.Ops {
 		if o.Complete < o.Invoke {
 			if invalid++; invalid <= maxErrors {
@@ -393,13 +394,17 @@ func (c *checker) scanOps() {
 			}
 			continue
 		}
+		acc := &accs[0]
 		switch c.r.PhaseAt(o.Invoke) {
 		case PhaseFault:
-			accs[1].add(o, h.Header.Deadline)
+			acc = &accs[1]
 		case PhaseRecovery:
-			accs[2].add(o, h.Header.Deadline)
-		default:
-			accs[0].add(o, h.Header.Deadline)
+			acc = &accs[2]
+		}
+		if gone.gone(o.Node, o.Invoke) {
+			acc.st.Drained++
+		} else {
+			acc.add(o, h.Header.Deadline)
 		}
 		cost := max(o.Cost, 1)
 		fb := o.Fallback()
@@ -762,6 +767,10 @@ func (c *checker) collect() {
 		r.Violations = append(r.Violations, v.Describe(r.Start)+fmt.Sprintf(" (fault %q %s)", sc.Fault, sc.Edge))
 	}
 	for _, p := range r.Phases {
+		if p.Drained > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s phase: %d calls sent to nodes that had left the cluster on purpose are not counted in availability",
+				p.Phase, p.Drained))
+		}
 		if p.Availability < p.Floor {
 			r.Violations = append(r.Violations, fmt.Sprintf("availability in the %s phase: %.2f%% of %d operations answered within the deadline, floor %.2f%%",
 				p.Phase, 100*p.Availability, p.Ops, 100*p.Floor))

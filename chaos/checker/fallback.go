@@ -123,45 +123,50 @@ func (c *checker) nodeIndex(node string) int {
 	return len(c.nodes) - 1
 }
 
-// Gap is the longest stretch in which one key got no normal (non-fallback)
-// answer although it was asked: from its last normal answer (or its first
-// operation) to its next one (or its last operation).
+// Gap is the longest stretch in which one key, asked again and again, got
+// no normal (non-fallback, in-time) answer: a run of its operations that
+// were all answered otherwise (by a failure policy, or late), with no
+// normal answer among them and no silence longer than gapSilence between
+// them, from the first one's invoke to the last one's complete.
 type Gap struct {
 	Limit, Key string
 	Start      int64 // Unix nanoseconds
 	Length     time.Duration
-	// Ops is how many operations of the key in the stretch got a fallback
-	// decision, an error or no answer in time.
+	// Ops is how many operations the run holds.
 	Ops int
 }
 
-// keyGap finds the longest stretch of ops (sorted by invoke) with no
-// normal answer that contains at least one operation answered otherwise.
+// gapSilence ends a run: a key not asked for this long was not kept
+// waiting, it was idle (a cold key asked twice in a fault is not a key
+// starved of normal answers for the whole fault).
+const gapSilence = time.Second
+
+// keyGap finds the longest run (see Gap) in ops, sorted by invoke.
 func keyGap(ops []keyOp, deadline time.Duration) (g Gap) {
-	last := int64(0)
-	bad := 0
-	for i, o := range ops {
-		if i == 0 {
-			last = o.inv
+	var cur Gap
+	var last int64 // complete of the run's latest op
+	end := func() {
+		if cur.Ops > 0 && cur.Length > g.Length {
+			g = cur
 		}
+		cur = Gap{}
+	}
+	for _, o := range ops {
 		normal := o.normal && (deadline <= 0 || o.comp-o.inv <= int64(deadline))
-		if !normal {
-			bad++
-			if i < len(ops)-1 {
-				continue
-			}
-		}
-		end := o.comp
-		if !normal {
-			end = max(o.comp, o.inv)
-		}
-		if bad > 0 && time.Duration(end-last) > g.Length {
-			g = Gap{Start: last, Length: time.Duration(end - last), Ops: bad}
+		if normal || (cur.Ops > 0 && o.inv-last > int64(gapSilence)) {
+			end()
 		}
 		if normal {
-			last, bad = o.comp, 0
+			continue
 		}
+		if cur.Ops == 0 {
+			cur.Start, last = o.inv, o.comp
+		}
+		cur.Ops++
+		last = max(last, o.comp)
+		cur.Length = time.Duration(last - cur.Start)
 	}
+	end()
 	return g
 }
 

@@ -120,19 +120,43 @@ func TestKeyGap(t *testing.T) {
 	ms := int64(time.Millisecond)
 	ops := []keyOp{
 		{0, 1 * ms, true},
-		{10 * ms, 11 * ms, false}, // fallback
-		{20 * ms, 21 * ms, true},  // gap 1ms..21ms
-		{30 * ms, 31 * ms, true},
-		{40 * ms, 300 * ms, true}, // answered after the deadline: not normal
-		{50 * ms, 51 * ms, true},  // gap 31ms..51ms
+		{10 * ms, 11 * ms, false}, // fallback: a run of one, 1ms
+		{20 * ms, 21 * ms, true},
+		{30 * ms, 31 * ms, false},  // a run of three: 30ms..300ms
+		{40 * ms, 300 * ms, true},  // answered after the deadline: not normal
+		{50 * ms, 51 * ms, false},  //
+		{400 * ms, 401 * ms, true}, // normal again
 	}
 	g := keyGap(ops, 250*time.Millisecond)
-	if g.Length != 20*time.Millisecond || g.Ops != 1 {
-		t.Fatalf("gap %+v, want 20ms with 1 op", g)
+	if g.Length != 270*time.Millisecond || g.Ops != 3 || g.Start != 30*ms {
+		t.Fatalf("gap %+v, want 270ms from 30ms with 3 ops", g)
 	}
-	// A key never answered normally again: the stretch runs to its last op.
-	g = keyGap(append(ops, keyOp{60 * ms, 61 * ms, false}, keyOp{100 * ms, 140 * ms, false}), 250*time.Millisecond)
-	if g.Length != 89*time.Millisecond || g.Ops != 2 {
-		t.Fatalf("gap %+v, want 89ms with 2 ops", g)
+	// A key asked twice, far apart, was idle in between, not starved.
+	g = keyGap([]keyOp{{0, ms, false}, {5000 * ms, 5001 * ms, false}}, 250*time.Millisecond)
+	if g.Length != time.Millisecond || g.Ops != 1 {
+		t.Fatalf("gap %+v, want 1ms: a silence over a second ends a run", g)
+	}
+}
+
+func TestCheck_callsToANodeThatLeftAreNotJudged(t *testing.T) {
+	l := fast("lim", 100*time.Millisecond, 10)
+	h := exact(l, 10*sec)
+	for i := range 100 {
+		at := t0 + 2*sec + int64(i)*50*ms // 2s to 7s
+		h.Ops = append(h.Ops, history.Op{ID: int64(10000 + i), Node: "n2", Invoke: at, Complete: at + ms,
+			Limits: keys("lim", ""), Cost: 1, Outcome: history.Error, Err: "connection refused"})
+	}
+	h.Sort()
+	if r := Check(h, DefaultConfig()); r.OK() {
+		t.Fatal("100 refused calls in the healthy phase passed")
+	}
+	h.Events = append(h.Events,
+		history.Event{Time: t0 + 2*sec - ms, Kind: history.NodeLeft, Nodes: []string{"n2"}},
+		history.Event{Time: t0 + 7*sec, Kind: history.NodeJoined, Nodes: []string{"n2"}})
+	h.Sort()
+	r := Check(h, DefaultConfig())
+	mustPass(t, r)
+	if st := r.Phase(PhaseHealthy); st.Drained != 100 || st.Errors != 0 {
+		t.Fatalf("healthy phase %+v, want the 100 calls to the departed node drained", st)
 	}
 }

@@ -94,6 +94,12 @@ const (
 	// this time on (recorded when its count changes). The per-node share a
 	// default failure policy falls back to is derived from it.
 	Members EventKind = "members"
+	// NodeLeft: the node in Nodes was taken out of the cluster on purpose
+	// (a graceful leave), and NodeJoined: it was started again. Calls sent
+	// to a node between the two are those a load balancer would have sent
+	// elsewhere: the checker leaves them out of availability.
+	NodeLeft   EventKind = "node-left"
+	NodeJoined EventKind = "node-joined"
 )
 
 // Event is one thing the nemesis (or the runner) did.

@@ -130,7 +130,7 @@ func TestMarkdown(t *testing.T) {
 		" | local ",
 		"(adm ",
 		" | 100.00% / 100.00% / 100.00% | ",
-		" | 5.01s (lim hot) | **PASS** |",
+		" | 4.99s (lim hot) | **PASS** |",
 	} {
 		if r := row("| pass-scenario |"); !strings.Contains(r, want) {
 			t.Errorf("pass row %q lacks %q", r, want)
