@@ -59,12 +59,16 @@ func scenario(name string, fault time.Duration) Scenario {
 }
 
 // ShortSuite is the suite CI runs: an owner killed and restarted, a
-// minority partition, a Redis outage. About a minute and a half.
+// minority partition, a Redis outage, and a shortened CPU starvation (4 s
+// healthy, 8 s starved, 4 s recovery). About two minutes.
 func ShortSuite() []Scenario {
+	starve := scenario("cpu-starve", 8*time.Second)
+	starve.Healthy, starve.Recovery = 4*time.Second, 4*time.Second
 	return []Scenario{
 		scenario("kill-owner", 12*time.Second),
 		scenario("minority-partition", 12*time.Second),
 		scenario("redis-outage", 10*time.Second),
+		starve,
 	}
 }
 

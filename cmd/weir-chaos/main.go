@@ -69,7 +69,7 @@ var errFailed = errors.New("a scenario failed")
 
 func runSuite(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	suite := fs.String("suite", "full", "short (CI: owner kill, minority partition, Redis outage), full (every scenario), "+
+	suite := fs.String("suite", "full", "short (CI: owner kill, minority partition, Redis outage, CPU starvation), full (every scenario), "+
 		"gray (the slow-not-dead scenarios) or hotkey (issue 10's hot-key runs: idle, CPU hogs, hogs and stalls)")
 	only := fs.String("scenarios", "", "comma-separated nemesis names to run instead of a suite")
 	nodeBin := fs.String("node-bin", "", "path to the cmd/node binary (required)")
