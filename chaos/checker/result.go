@@ -236,4 +236,3 @@ func (r Result) Worst() (LimitResult, bool) {
 	}
 	return best, ok
 }
-
