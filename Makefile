@@ -6,7 +6,7 @@ PROTO_GEN_GO_VERSION   ?= v1.36.12
 PROTO_GEN_GRPC_VERSION ?= v1.6.0
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos
+.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos chaos-hotkey
 
 all: build
 
@@ -62,6 +62,12 @@ chaos:
 	$(GO) build -o bin/node ./cmd/node
 	$(GO) build -o bin/weir-chaos ./cmd/weir-chaos
 	./bin/weir-chaos run -suite full -node-bin bin/node -out chaos-results
+
+# Issue 10's hot-key runs alone (idle, CPU hogs, hogs + rotating stalls).
+chaos-hotkey:
+	$(GO) build -o bin/node ./cmd/node
+	$(GO) build -o bin/weir-chaos ./cmd/weir-chaos
+	./bin/weir-chaos run -suite hotkey -node-bin bin/node -out chaos-results/hotkey
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/

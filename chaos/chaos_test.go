@@ -11,7 +11,8 @@ import (
 )
 
 // TestShortSuite runs the CI suite against the real binaries: an owner
-// killed and restarted, a minority partition, a Redis outage. It needs
+// killed and restarted, a minority partition, a Redis outage, CPU
+// starvation. It needs
 // root, iproute2 and nftables; without them it skips, except under CI=true,
 // where it fails. WEIR_CHAOS_OUT keeps the results (histories, logs, plots,
 // report.md) in that directory instead of a temporary one.

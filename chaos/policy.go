@@ -7,6 +7,7 @@ import (
 	"github.com/weirhq/weir/chaos/history"
 	"github.com/weirhq/weir/chaos/workload"
 	"github.com/weirhq/weir/policy"
+	"go.yaml.in/yaml/v3"
 )
 
 // DefaultPolicy is the policy the chaos nodes enforce unless
@@ -20,7 +21,6 @@ unknown_descriptors: reject
 tenant_descriptor: tenant
 defaults:
   consistency: fast
-  on_failure: open
 limits:
   # Fast, local fallback: the composite of tenant and user.
   - name: tenant
@@ -51,6 +51,13 @@ limits:
     rate: 5/s
     burst: 10
     on_failure: open
+  # Fast, the default failure policy (no on_failure): a local fallback to
+  # the limit's share per member. Its keys are the hot tenants' names used
+  # as groups, so the victim's owner owns one.
+  - name: quota
+    match: [quota]
+    rate: 5/s
+    burst: 10
 `
 
 // DefaultClasses is the workload's request mix (unless Options.Classes
@@ -70,6 +77,10 @@ func DefaultClasses() []workload.Class {
 		// Two API keys at 20/s against 5/s, cost 2.
 		{Name: "api", Weight: 40, Keys: 2, Cost: 2, Limits: []string{"api"},
 			Descriptors: map[string]string{"api": "key-{k}"}},
+		// Two quota keys at 15/s against 5/s, in the groups of the first
+		// two hot tenants.
+		{Name: "quota", Weight: 30, Keys: 2, Cost: 1, Limits: []string{"quota"},
+			Descriptors: map[string]string{"quota": "hot-{k}"}},
 	}
 }
 
@@ -80,8 +91,18 @@ const DefaultVictimGroup = "hot-0"
 // limitSpecs describes the policy's limits for the history header, and
 // checks that every class's limits are in it: a class naming a limit the
 // policy lacks would make every bound unknowable.
+//
+// A limit whose policy writes no on_failure (neither the limit nor its
+// defaults) is judged by the documented default (docs/operations.md,
+// "Fallback allowance"): a local fallback to the limit's share per member.
+// That holds whatever the binary under test does, so a node that still
+// fails open by default fails the check.
 func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpec, error) {
 	p, err := policy.Parse("chaos policy", policyYAML)
+	if err != nil {
+		return nil, err
+	}
+	written, err := writtenFailureModes(policyYAML)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +111,7 @@ func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpe
 		if l.Shadow {
 			continue // decided but never enforced: nothing to bound
 		}
-		out = append(out, history.LimitSpec{
+		spec := history.LimitSpec{
 			Name:             l.Name,
 			Interval:         time.Duration(l.Params.Interval) * time.Microsecond,
 			Burst:            l.Params.Burst,
@@ -98,7 +119,17 @@ func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpe
 			OnFailure:        string(l.OnFailure),
 			FallbackInterval: time.Duration(l.Fallback.Interval) * time.Microsecond,
 			FallbackBurst:    l.Fallback.Burst,
-		})
+			RatePer:          l.Rate.Per,
+		}
+		switch {
+		case !written(l.Name):
+			spec.OnFailure, spec.Default, spec.FallbackShare = string(policy.FailLocal), true, true
+			spec.FallbackInterval, spec.FallbackBurst = 0, 0
+		case l.OnFailure == policy.FailLocal && l.Fallback.Interval == 0:
+			// local without a fallback rate of its own: the share too.
+			spec.FallbackShare = true
+		}
+		out = append(out, spec)
 	}
 	for _, c := range classes {
 		for _, name := range c.Limits {
@@ -108,4 +139,27 @@ func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpe
 		}
 	}
 	return out, nil
+}
+
+// writtenFailureModes reads which limits get their on_failure from the
+// policy text (their own, or the defaults'), rather than from weir's
+// default.
+func writtenFailureModes(policyYAML []byte) (func(limit string) bool, error) {
+	var f struct {
+		Defaults struct {
+			OnFailure string `yaml:"on_failure"`
+		} `yaml:"defaults"`
+		Limits []struct {
+			Name      string `yaml:"name"`
+			OnFailure string `yaml:"on_failure"`
+		} `yaml:"limits"`
+	}
+	if err := yaml.Unmarshal(policyYAML, &f); err != nil {
+		return nil, fmt.Errorf("chaos policy: %w", err)
+	}
+	own := map[string]bool{}
+	for _, l := range f.Limits {
+		own[l.Name] = l.OnFailure != ""
+	}
+	return func(limit string) bool { return f.Defaults.OnFailure != "" || own[limit] }, nil
 }

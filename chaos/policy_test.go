@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/chaos/history"
 	"github.com/weirhq/weir/chaos/workload"
 )
 
@@ -61,5 +62,72 @@ func TestRunRefusesBadInputBeforeStarting(t *testing.T) {
 	}
 	if _, err := Run(t.Context(), Options{}, ShortSuite()); err == nil {
 		t.Fatal("empty options accepted")
+	}
+}
+
+func TestLimitSpecs_defaultFailurePolicyIsTheShare(t *testing.T) {
+	specs, err := limitSpecs([]byte(DefaultPolicy), DefaultClasses())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]history.LimitSpec{}
+	for _, s := range specs {
+		got[s.Name] = s
+	}
+	if q := got["quota"]; q.OnFailure != "local" || !q.Default || !q.FallbackShare || q.RatePer != time.Second {
+		t.Errorf("quota (no on_failure) = %+v, want the default local share", q)
+	}
+	if tn := got["tenant"]; tn.Default || tn.FallbackShare || tn.FallbackInterval != time.Second || tn.FallbackBurst != 2 {
+		t.Errorf("tenant (local, 1/s burst 2) = %+v", tn)
+	}
+	if a := got["api"]; a.OnFailure != "open" || a.Default {
+		t.Errorf("api (open) = %+v", a)
+	}
+	hot, err := limitSpecs([]byte(HotKeyPolicy), hotKeyWorkload().Classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hot) != 1 || !hot[0].Default || hot[0].Interval != 10*time.Millisecond || hot[0].Burst != 10 {
+		t.Errorf("hot = %+v, want 100/s burst 10 with the default failure policy", hot)
+	}
+	// A failure mode written in the defaults is not weir's default.
+	withDefault := strings.Replace(HotKeyPolicy, "limits:", "defaults: {on_failure: open}\nlimits:", 1)
+	open, err := limitSpecs([]byte(withDefault), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if open[0].Default || open[0].OnFailure != "open" {
+		t.Errorf("hot with defaults.on_failure open = %+v", open[0])
+	}
+}
+
+func TestFullSuite_scenarios(t *testing.T) {
+	seen := map[string]bool{}
+	for _, s := range FullSuite() {
+		if seen[s.Name()] {
+			t.Errorf("scenario %s twice", s.Name())
+		}
+		seen[s.Name()] = true
+		if s.Nemesis.inject == nil || s.Nemesis.targets == nil || s.Nemesis.Summary == "" {
+			t.Errorf("scenario %s lacks inject, targets or summary", s.Name())
+		}
+		o := s.options(Options{Policy: []byte(DefaultPolicy), Classes: DefaultClasses()})
+		if _, err := limitSpecs(o.Policy, o.Classes); err != nil {
+			t.Errorf("scenario %s: %v", s.Name(), err)
+		}
+	}
+	for _, name := range []string{"cpu-starve", "slow-owner", "stalls", "redis-slow", "flapping-partition",
+		"scale-down-up", "hotkey-idle", "hotkey-hogs", "hotkey-stalls"} {
+		if !seen[name] {
+			t.Errorf("full suite lacks %s", name)
+		}
+	}
+	if len(seen) < 12 {
+		t.Errorf("%d scenarios, want at least 12", len(seen))
+	}
+	for _, s := range FullSuite() {
+		if s.Name() == "scale-down-up" && s.Nodes != 4 {
+			t.Errorf("scale-down-up runs %d nodes, want 4", s.Nodes)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,23 @@ type Scenario struct {
 	// is healed (0 for a nemesis that heals itself, like a rolling
 	// restart), and how long traffic goes on once the cluster is whole.
 	Healthy, Fault, Recovery time.Duration
+	// Nodes, when not zero, replaces Options.Nodes.
+	Nodes int
+	// Workload, when not nil, replaces the options' policy, classes and
+	// victim group for this scenario.
+	Workload *Workload
+}
+
+// Workload is a scenario's own policy and request mix.
+type Workload struct {
+	Policy      []byte
+	Classes     []workload.Class
+	VictimGroup string
+	// Workers > 0 runs the workload closed loop (workload.Config.Workers)
+	// for Duration, instead of open loop at Options.Rate until the
+	// scenario ends.
+	Workers  int
+	Duration time.Duration
 }
 
 // Name is the nemesis's name.
@@ -41,24 +59,44 @@ func scenario(name string, fault time.Duration) Scenario {
 }
 
 // ShortSuite is the suite CI runs: an owner killed and restarted, a
-// minority partition, a Redis outage. About a minute and a half.
+// minority partition, a Redis outage, and a shortened CPU starvation (4 s
+// healthy, 8 s starved, 4 s recovery). About two minutes.
 func ShortSuite() []Scenario {
+	starve := scenario("cpu-starve", 8*time.Second)
+	starve.Healthy, starve.Recovery = 4*time.Second, 4*time.Second
 	return []Scenario{
 		scenario("kill-owner", 12*time.Second),
 		scenario("minority-partition", 12*time.Second),
 		scenario("redis-outage", 10*time.Second),
+		starve,
 	}
 }
 
-// FullSuite runs every nemesis.
+// FullSuite runs every nemesis, then the hot-key runs (HotKeySuite).
 func FullSuite() []Scenario {
 	var out []Scenario
 	for _, n := range Nemeses() {
-		fault := 12 * time.Second
-		if n.Name == "rolling-restart" {
-			fault = 0
+		s := scenario(n.Name, 12*time.Second)
+		switch n.Name {
+		case "rolling-restart":
+			s.Fault = 0
+		case "scale-down-up":
+			s.Nodes = 4
 		}
-		out = append(out, scenario(n.Name, fault))
+		out = append(out, s)
+	}
+	return append(out, HotKeySuite()...)
+}
+
+// GraySuite is the slow-not-dead scenarios: CPU starvation, a throttled
+// owner, rotating stalls, a throttled Redis, a flapping partition and a
+// scale-down and up, then the hot-key runs.
+func GraySuite() []Scenario {
+	var out []Scenario
+	for _, s := range FullSuite() {
+		if !slices.ContainsFunc(classicNemeses(), func(n Nemesis) bool { return n.Name == s.Name() }) {
+			out = append(out, s)
+		}
 	}
 	return out
 }
@@ -159,8 +197,11 @@ func Run(ctx context.Context, opts Options, scenarios []Scenario) ([]Outcome, er
 		return nil, err
 	}
 	// Bad input is refused before anything starts.
-	if _, err := limitSpecs(opts.Policy, opts.Classes); err != nil {
-		return nil, err
+	for _, s := range scenarios {
+		o := s.options(opts)
+		if _, err := limitSpecs(o.Policy, o.Classes); err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", s.Name(), err)
+		}
 	}
 	var outs []Outcome
 	for _, s := range scenarios {
@@ -207,7 +248,22 @@ func writeReport(dir string, outs []Outcome) error {
 	return f.Close()
 }
 
+// options is opts as scenario s runs them.
+func (s Scenario) options(opts Options) Options {
+	if s.Nodes > 0 {
+		opts.Nodes = s.Nodes
+	}
+	if w := s.Workload; w != nil {
+		opts.Policy, opts.Classes = w.Policy, w.Classes
+		if w.VictimGroup != "" {
+			opts.VictimGroup = w.VictimGroup
+		}
+	}
+	return opts
+}
+
 func runScenario(ctx context.Context, opts Options, s Scenario) (out Outcome) {
+	opts = s.options(opts)
 	out.Scenario = s
 	out.Dir = filepath.Join(opts.Dir, s.Name())
 	if err := os.MkdirAll(out.Dir, 0o755); err != nil {
@@ -236,6 +292,9 @@ func runScenario(ctx context.Context, opts Options, s Scenario) (out Outcome) {
 	if s.Nemesis.FaultAvailability > 0 {
 		cfg.MinFaultAvailability = s.Nemesis.FaultAvailability
 	}
+	if s.Nemesis.MaxP99 > 0 {
+		cfg.MaxP99 = s.Nemesis.MaxP99
+	}
 	out.Result = checker.Check(h, cfg)
 	out.Plot = filepath.Join(out.Dir, "plot.png")
 	if err := report.Plot(out.Plot, h, out.Result); err != nil {
@@ -261,7 +320,9 @@ func drive(ctx context.Context, opts Options, s Scenario, dir, opsPath string, e
 		Deadline: opts.Deadline, Start: time.Now().UnixNano()}); err != nil {
 		return err
 	}
-	client, err := startClient(tb, opts, dir, opsPath)
+	stopWatch := tb.watchMembers(ctx)
+	defer stopWatch()
+	client, err := startClient(tb, opts, s.Workload, dir, opsPath)
 	if err != nil {
 		return err
 	}
@@ -315,7 +376,7 @@ func fault(ctx context.Context, tb *testbed, s Scenario) error {
 }
 
 // startClient runs the workload in the client's namespace.
-func startClient(tb *testbed, opts Options, dir, opsPath string) (*netlab.Proc, error) {
+func startClient(tb *testbed, opts Options, w *Workload, dir, opsPath string) (*netlab.Proc, error) {
 	cfg := workload.Config{
 		Classes:     opts.Classes,
 		Rate:        opts.Rate,
@@ -323,6 +384,9 @@ func startClient(tb *testbed, opts Options, dir, opsPath string) (*netlab.Proc, 
 		Deadline:    opts.Deadline,
 		MaxInFlight: 2000,
 		Seed:        opts.Seed,
+	}
+	if w != nil && w.Workers > 0 {
+		cfg.Workers, cfg.Duration = w.Workers, w.Duration
 	}
 	for _, n := range tb.nodes {
 		cfg.Targets = append(cfg.Targets, workload.Target{Name: n.Name, Addr: n.GRPCAddr()})

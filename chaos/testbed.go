@@ -37,6 +37,19 @@ type Node struct {
 
 	mu   sync.Mutex
 	proc *netlab.Proc
+	left bool // stopped on purpose: not expected among the members
+}
+
+func (n *Node) setLeft(left bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.left = left
+}
+
+func (n *Node) hasLeft() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.left
 }
 
 // GRPCAddr is where clients reach the node.
@@ -215,21 +228,33 @@ func members(n *Node) (int, error) {
 	return 0, errors.New("no weir_cluster_members in /metrics")
 }
 
-// waitConverged waits until every node answers and counts every node as a
-// member.
+// waitConverged waits until every node that has not left answers and
+// counts exactly the nodes that have not left as members.
 func (tb *testbed) waitConverged(ctx context.Context, limit time.Duration) error {
 	return waitUntil(ctx, limit, "every node to see the whole cluster", func() error {
-		for _, n := range tb.nodes {
+		live := tb.live()
+		for _, n := range live {
 			m, err := members(n)
 			if err != nil {
 				return fmt.Errorf("%s: %w", n.Name, err)
 			}
-			if m != len(tb.nodes) {
-				return fmt.Errorf("%s sees %d of %d members", n.Name, m, len(tb.nodes))
+			if m != len(live) {
+				return fmt.Errorf("%s sees %d of %d members", n.Name, m, len(live))
 			}
 		}
 		return nil
 	})
+}
+
+// live is the nodes that have not left on purpose.
+func (tb *testbed) live() []*Node {
+	var out []*Node
+	for _, n := range tb.nodes {
+		if !n.hasLeft() {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // owner is the node that owns group when every node is up: the same ring

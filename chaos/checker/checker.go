@@ -18,217 +18,6 @@ const eps = 1e-9
 // maxErrors caps the sanity errors listed one by one.
 const maxErrors = 20
 
-// Window is one window of one key of a limit.
-type Window struct {
-	Key   string
-	Start int64 // Unix nanoseconds
-	Width time.Duration
-	// Admitted and Fallback are the units admitted by operations lying
-	// entirely inside the window, normally and by a failure policy.
-	Admitted, Fallback int64
-	// Bound is the plain bound B + W/T.
-	Bound float64
-	// Allowance is what the normal admissions were held to: Bound × Owners
-	// plus Crashes crash terms.
-	Allowance float64
-	Owners    int
-	Crashes   int
-	// FallbackAllowance is what fallback admissions were held to; when
-	// FallbackUnbounded (on_failure: open) there is no bound.
-	FallbackAllowance float64
-	FallbackUnbounded bool
-	// Excess is Admitted + Fallback − Bound; negative when there was room.
-	Excess float64
-	Pass   bool
-}
-
-// Violation kinds.
-const (
-	// KindAdmitted: normal admissions beyond the allowance.
-	KindAdmitted = "admitted"
-	// KindFallback: local-fallback admissions beyond nodes × the fallback
-	// bound.
-	KindFallback = "fallback"
-	// KindClosed: a closed limit admitted under its failure policy.
-	KindClosed = "closed"
-	// KindState: a saturated key got a fresh burst after a crash or a freeze.
-	KindState = "state"
-)
-
-// Violation is a run of overlapping windows of one key over its allowance,
-// described by its worst window.
-type Violation struct {
-	Kind       string
-	Limit, Key string
-	Start      int64 // Unix nanoseconds
-	Width      time.Duration
-	Admitted   int64
-	Allowance  float64
-	Bound      float64
-	// Windows is how many overlapping violating windows the run spans
-	// (for KindClosed, how many operations).
-	Windows int
-}
-
-// Describe renders v with times in seconds since start.
-func (v Violation) Describe(start int64) string {
-	at := fmt.Sprintf("window [%.3fs, +%s]", secondsSince(v.Start, start), v.Width)
-	var s string
-	switch v.Kind {
-	case KindFallback:
-		s = fmt.Sprintf("limit %q key %q: %d units admitted by the local fallback in %s, fallback allowance %s",
-			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance))
-	case KindClosed:
-		s = fmt.Sprintf("limit %q key %q: %d units admitted by a closed failure policy in %s, allowance 0",
-			v.Limit, v.Key, v.Admitted, at)
-	case KindState:
-		s = fmt.Sprintf("limit %q key %q: state lost: %d units admitted in %s after the fault, allowance %s (bound %s)",
-			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance), Units(v.Bound))
-	default:
-		s = fmt.Sprintf("limit %q key %q: %d units admitted in %s, allowance %s (bound %s)",
-			v.Limit, v.Key, v.Admitted, at, Units(v.Allowance), Units(v.Bound))
-	}
-	switch {
-	case v.Kind == KindClosed && v.Windows > 1:
-		s += fmt.Sprintf(" [%d operations]", v.Windows)
-	case v.Kind != KindClosed && v.Windows > 1:
-		s += fmt.Sprintf(" [worst of %d overlapping windows]", v.Windows)
-	}
-	return s
-}
-
-// FallbackStats counts decisions made by one failure-policy mode.
-type FallbackStats struct {
-	Decisions int   // allowed or denied
-	Allowed   int   // of them, allowed
-	Units     int64 // admitted units
-}
-
-// LimitResult is the window-bound check of one limit.
-type LimitResult struct {
-	Spec history.LimitSpec
-	Keys int // keys with at least one operation
-	// AdmittedOps and Admitted count allowed operations and their units,
-	// fallback included.
-	AdmittedOps int
-	Admitted    int64
-	// FallbackAdmitted is the admitted units per fallback mode.
-	FallbackAdmitted map[string]int64
-	// FallbackDecisions and FallbackReasons count the answered operations
-	// a failure policy decided, per mode and per reason.
-	FallbackDecisions map[string]int
-	FallbackReasons   map[string]int
-	// TopKey is the key with the most admitted units.
-	TopKey         string
-	TopKeyAdmitted int64
-	// Worst is the window with the largest excess over all keys and
-	// widths; WorstByWidth the worst per configured width. Worst.Key is
-	// empty when nothing was admitted.
-	Worst        Window
-	WorstByWidth []Window
-	// ViolatingWindows counts every window over its allowance; Violations
-	// keeps the first Config.MaxViolations runs of them, Dropped counts
-	// the runs left out.
-	ViolatingWindows int
-	ClosedAdmits     int // operations admitted by a closed failure policy
-	Violations       []Violation
-	Dropped          int
-	Pass             bool
-}
-
-// StateCheck is one state-survival check: a key saturated just before a
-// crash edge, and what it admitted in the StateWindow after it.
-type StateCheck struct {
-	Limit, Key string
-	FaultID    int
-	Fault      string
-	Edge       string // "start" (owner killed) or "end" (restarted empty)
-	At         int64  // Unix nanoseconds
-	Width      time.Duration
-	Admitted   int64
-	Allowed    float64
-	Pass       bool
-}
-
-// StateResult is the state-survival check.
-type StateResult struct {
-	Checks []StateCheck
-	Failed int
-	// Skipped names the limits the check could not judge, and why.
-	Skipped []string
-}
-
-// Result is the verdict on one history.
-type Result struct {
-	Scenario string
-	// Start is the header's Start (the earliest time recorded if unset),
-	// End the latest time recorded.
-	Start, End int64
-	Ops        int
-	Nodes      int
-	Config     Config
-	Faults     []Fault
-	Limits     []LimitResult
-	// Phases has one entry per phase, in the order of Phases.
-	Phases []PhaseStats
-	// Fallback counts operations per fallback mode (each operation once,
-	// whatever limits it matched).
-	Fallback map[string]FallbackStats
-	State    StateResult
-	// Errors are sanity failures: impossible times, unknown limits.
-	Errors []string
-	// Notes are remarks that do not affect the verdict.
-	Notes []string
-	// Violations lists every finding that fails the verdict, readable.
-	Violations []string
-}
-
-// OK reports whether the history passed every check.
-func (r Result) OK() bool {
-	if len(r.Errors) > 0 || len(r.Violations) > 0 || r.State.Failed > 0 {
-		return false
-	}
-	for _, l := range r.Limits {
-		if !l.Pass {
-			return false
-		}
-	}
-	for _, p := range r.Phases {
-		if !p.Pass {
-			return false
-		}
-	}
-	return true
-}
-
-// Phase returns the stats of phase p.
-func (r Result) Phase(p Phase) PhaseStats {
-	for _, s := range r.Phases {
-		if s.Phase == p {
-			return s
-		}
-	}
-	return PhaseStats{Phase: p, Availability: 1, Pass: true}
-}
-
-// PhaseAt returns the phase of an operation invoked at t.
-func (r Result) PhaseAt(t int64) Phase { return phaseAt(r.Faults, r.Config.Recovery, t) }
-
-// Worst returns the limit whose worst window has the largest excess, and
-// false when nothing was admitted.
-func (r Result) Worst() (LimitResult, bool) {
-	best, ok := LimitResult{}, false
-	for _, l := range r.Limits {
-		if l.Worst.Key == "" {
-			continue
-		}
-		if !ok || l.Worst.Excess > best.Worst.Excess {
-			best, ok = l, true
-		}
-	}
-	return best, ok
-}
-
 // limitState is a limit being checked.
 type limitState struct {
 	spec   history.LimitSpec
@@ -241,6 +30,7 @@ type limitState struct {
 type keyData struct {
 	adm    []span
 	denied []int64 // invoke times of non-fallback denials
+	ops    []keyOp // every operation that names the key, for the gap
 	ks     *keySpans
 }
 
@@ -251,24 +41,38 @@ type checker struct {
 	limits []*limitState
 	byName map[string]*limitState
 	buf    []uint8
+	// nodes numbers the nodes (header nodes first) for per-node fallback
+	// terms; members is their member counts over time.
+	nodes   []string
+	nodeIdx map[string]int
+	members membership
 }
 
 // Check judges h. It does not modify h.
 func Check(h *history.History, cfg Config) Result {
 	cfg = cfg.withDefaults()
-	c := &checker{h: h, cfg: cfg, byName: map[string]*limitState{}}
+	c := &checker{h: h, cfg: cfg, byName: map[string]*limitState{}, nodeIdx: map[string]int{}}
+	for _, n := range h.Header.Nodes {
+		c.nodeIndex(n)
+	}
 	r := &Result{Scenario: h.Header.Scenario, Ops: len(h.Ops), Config: cfg, Fallback: map[string]FallbackStats{}}
 	c.r = r
 	c.timeRange()
 	var notes []string
 	r.Faults, notes = pairFaults(h.Events, r.End)
 	r.Notes = append(r.Notes, notes...)
+	c.members = newMembership(h.Events, r.Nodes)
 	c.setupLimits()
 	c.scanOps()
 	for _, ls := range c.limits {
 		c.checkLimit(ls)
 	}
 	c.checkState()
+	for _, l := range r.Limits {
+		if l.Gap.Length > r.Gap.Length {
+			r.Gap = l.Gap
+		}
+	}
 	c.collect()
 	return *r
 }
@@ -351,6 +155,7 @@ func (c *checker) scanOps() {
 	}
 	invalid := 0
 	unknown := map[string]int{}
+	gone := newDepartures(h.Events, r.End)
 	for _, o := range h.Ops {
 		if o.Complete < o.Invoke {
 			if invalid++; invalid <= maxErrors {
@@ -359,13 +164,17 @@ func (c *checker) scanOps() {
 			}
 			continue
 		}
+		acc := &accs[0]
 		switch c.r.PhaseAt(o.Invoke) {
 		case PhaseFault:
-			accs[1].add(o, h.Header.Deadline)
+			acc = &accs[1]
 		case PhaseRecovery:
-			accs[2].add(o, h.Header.Deadline)
-		default:
-			accs[0].add(o, h.Header.Deadline)
+			acc = &accs[2]
+		}
+		if gone.gone(o.Node, o.Invoke) {
+			acc.st.Drained++
+		} else {
+			acc.add(o, h.Header.Deadline)
 		}
 		cost := max(o.Cost, 1)
 		fb := o.Fallback()
@@ -394,9 +203,12 @@ func (c *checker) scanOps() {
 				ls.res.FallbackDecisions[o.FallbackMode]++
 				ls.res.FallbackReasons[o.FallbackReason]++
 			}
+			if lk.Key != "" {
+				kd.ops = append(kd.ops, keyOp{inv: o.Invoke, comp: o.Complete, normal: o.Outcome.Answered() && !fb})
+			}
 			switch o.Outcome {
 			case history.Allowed:
-				kd.adm = append(kd.adm, span{inv: o.Invoke, comp: o.Complete, cost: cost, fb: fb})
+				kd.adm = append(kd.adm, span{inv: o.Invoke, comp: o.Complete, cost: cost, fb: fb, node: int32(c.nodeIndex(o.Node))})
 				ls.res.AdmittedOps++
 				ls.res.Admitted += cost
 				if fb {
@@ -440,26 +252,28 @@ func (c *checker) allowance(ls *limitState, s, e int64, w time.Duration) (allow 
 	return ls.spec.Bound(w)*float64(owners) + float64(crashes)*ls.crash, owners, crashes
 }
 
-// fallbackAllowance is what fallback admissions of ls in a window of width
-// w are held to.
-func (c *checker) fallbackAllowance(ls *limitState, w time.Duration) (allow float64, unbounded bool) {
-	switch ls.spec.OnFailure {
-	case "local":
-		return float64(c.r.Nodes) * ls.spec.FallbackBound(w), false
-	case "closed":
-		return 0, false
-	}
-	return 0, true
-}
+// judgesTotal reports whether ls's normal and fallback admissions are
+// judged together against the normal and fallback terms (on_failure local,
+// written or by default); open limits report fallback admissions apart,
+// closed ones must not make any.
+func (ls *limitState) judgesTotal() bool { return ls.spec.OnFailure == "local" }
 
-// window fills in the bounds of a window of ls.
-func (c *checker) window(ls *limitState, key string, s int64, w time.Duration, adm, fb int64) Window {
+// window fills in the bounds of a window of ls; perNode is the fallback
+// cost per node index.
+func (c *checker) window(ls *limitState, key string, s int64, w time.Duration, adm, fb int64, perNode []int64) Window {
 	win := Window{Key: key, Start: s, Width: w, Admitted: adm, Fallback: fb, Bound: ls.spec.Bound(w)}
 	win.Allowance, win.Owners, win.Crashes = c.allowance(ls, s, s+int64(w), w)
-	win.FallbackAllowance, win.FallbackUnbounded = c.fallbackAllowance(ls, w)
 	win.Excess = float64(adm+fb) - win.Bound
-	win.Pass = float64(adm) <= win.Allowance+eps &&
-		(win.FallbackUnbounded || float64(fb) <= win.FallbackAllowance+eps)
+	switch {
+	case ls.judgesTotal():
+		win.FallbackTerms, win.FallbackAllowance = c.fallbackTerms(ls, perNode, s, w)
+		win.Pass = float64(adm+fb) <= win.Allowance+win.FallbackAllowance+eps
+	case ls.spec.OnFailure == "closed":
+		win.Pass = float64(adm) <= win.Allowance+eps && fb == 0
+	default:
+		win.FallbackUnbounded = true
+		win.Pass = float64(adm) <= win.Allowance+eps
+	}
 	return win
 }
 
@@ -514,73 +328,96 @@ func (c *checker) checkLimit(ls *limitState) {
 		if total > res.TopKeyAdmitted {
 			res.TopKey, res.TopKeyAdmitted = k, total
 		}
-	}
-	type worst struct {
-		key     string
-		start   int64
-		adm, fb int64
-		excess  float64
-		found   bool
-		width   time.Duration
+		if g := keyGap(kd.ops, c.h.Header.Deadline); g.Length > res.Gap.Length {
+			g.Limit, g.Key = ls.spec.Name, k
+			res.Gap = g
+		}
 	}
 	var overall worst
 	for _, w := range c.cfg.Windows {
-		bound := ls.spec.Bound(w)
-		fbAllow, unbounded := c.fallbackAllowance(ls, w)
-		checkFB := !unbounded && ls.spec.OnFailure != "closed" // closed is checked per operation
 		var ww worst
 		for _, k := range keys {
-			ks := ls.keys[k].ks
-			if len(ks.sp) == 0 {
-				continue
-			}
-			sw := newSweeper(ks, c.buf)
-			c.buf = sw.state
-			var runs [2]run
-			for i, sp := range ks.sp {
-				if i > 0 && sp.inv == ks.sp[i-1].inv {
-					continue
-				}
-				s, e := sp.inv, sp.inv+int64(w)
-				sw.advance(s, e)
-				a, f := sw.nonfb, sw.fb
-				if a+f == 0 {
-					continue
-				}
-				ex := float64(a+f) - bound
-				if !ww.found || ex > ww.excess {
-					ww = worst{key: k, start: s, adm: a, fb: f, excess: ex, found: true, width: w}
-				}
-				if float64(a) > bound+eps {
-					if allow, _, _ := c.allowance(ls, s, e, w); float64(a) > allow+eps {
-						res.ViolatingWindows++
-						c.see(ls, &runs[0], Violation{Kind: KindAdmitted, Limit: ls.spec.Name, Key: k, Start: s,
-							Width: w, Admitted: a, Allowance: allow, Bound: bound}, float64(a)-allow)
-					}
-				}
-				if checkFB && float64(f) > fbAllow+eps {
-					res.ViolatingWindows++
-					c.see(ls, &runs[1], Violation{Kind: KindFallback, Limit: ls.spec.Name, Key: k, Start: s,
-						Width: w, Admitted: f, Allowance: fbAllow, Bound: bound}, float64(f)-fbAllow)
-				}
-			}
-			c.emit(ls, &runs[0])
-			c.emit(ls, &runs[1])
+			c.sweepKey(ls, k, w, &ww)
 		}
 		if ww.found {
-			res.WorstByWidth = append(res.WorstByWidth, c.window(ls, ww.key, ww.start, w, ww.adm, ww.fb))
+			res.WorstByWidth = append(res.WorstByWidth, c.window(ls, ww.key, ww.start, w, ww.adm, ww.fb, ww.perNode))
 			if !overall.found || ww.excess > overall.excess {
 				overall = ww
 			}
 		}
 	}
 	if overall.found {
-		res.Worst = c.window(ls, overall.key, overall.start, overall.width, overall.adm, overall.fb)
+		res.Worst = c.window(ls, overall.key, overall.start, overall.width, overall.adm, overall.fb, overall.perNode)
 	}
 	if ls.spec.OnFailure == "closed" {
 		c.checkClosed(ls, keys)
 	}
 	res.Pass = res.ViolatingWindows == 0 && res.ClosedAdmits == 0
+}
+
+// worst is the window with the largest excess over the plain bound seen so
+// far.
+type worst struct {
+	key     string
+	start   int64
+	adm, fb int64
+	perNode []int64
+	excess  float64
+	found   bool
+	width   time.Duration
+}
+
+// sweepKey checks every window of width w of key k that starts at an
+// admission, recording violations and the worst window in ww.
+func (c *checker) sweepKey(ls *limitState, k string, w time.Duration, ww *worst) {
+	ks := ls.keys[k].ks
+	if len(ks.sp) == 0 {
+		return
+	}
+	bound := ls.spec.Bound(w)
+	sw := newSweeper(ks, c.buf, len(c.nodes))
+	c.buf = sw.state
+	var runs [2]run
+	for i, sp := range ks.sp {
+		if i > 0 && sp.inv == ks.sp[i-1].inv {
+			continue
+		}
+		s, e := sp.inv, sp.inv+int64(w)
+		sw.advance(s, e)
+		a, f := sw.nonfb, sw.fb
+		if a+f == 0 {
+			continue
+		}
+		if ex := float64(a+f) - bound; !ww.found || ex > ww.excess {
+			*ww = worst{key: k, start: s, adm: a, fb: f, perNode: slices.Clone(sw.fbNode), excess: ex, found: true, width: w}
+		}
+		judged := a
+		if ls.judgesTotal() {
+			judged += f
+		}
+		if float64(judged) <= bound+eps {
+			continue
+		}
+		allow, _, _ := c.allowance(ls, s, e, w)
+		if float64(judged) <= allow+eps {
+			continue
+		}
+		v := Violation{Kind: KindAdmitted, Limit: ls.spec.Name, Key: k, Start: s, Width: w, Admitted: judged,
+			Allowance: allow, Bound: bound}
+		ri := 0
+		if ls.judgesTotal() && f > 0 {
+			terms, sum := c.fallbackTerms(ls, sw.fbNode, s, w)
+			if float64(judged) <= allow+sum+eps {
+				continue
+			}
+			v.Kind, v.Fallback, v.NormalAllow, v.FallbackTerms, v.Allowance = KindFallback, f, allow, terms, allow+sum
+			ri = 1
+		}
+		ls.res.ViolatingWindows++
+		c.see(ls, &runs[ri], v, float64(judged)-v.Allowance)
+	}
+	c.emit(ls, &runs[0])
+	c.emit(ls, &runs[1])
 }
 
 // checkClosed reports every admission a closed failure policy made; each
@@ -700,6 +537,10 @@ func (c *checker) collect() {
 		r.Violations = append(r.Violations, v.Describe(r.Start)+fmt.Sprintf(" (fault %q %s)", sc.Fault, sc.Edge))
 	}
 	for _, p := range r.Phases {
+		if p.Drained > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s phase: %d calls sent to nodes that had left the cluster on purpose are not counted in availability",
+				p.Phase, p.Drained))
+		}
 		if p.Availability < p.Floor {
 			r.Violations = append(r.Violations, fmt.Sprintf("availability in the %s phase: %.2f%% of %d operations answered within the deadline, floor %.2f%%",
 				p.Phase, 100*p.Availability, p.Ops, 100*p.Floor))

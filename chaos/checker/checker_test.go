@@ -278,7 +278,8 @@ func TestLocalFallback(t *testing.T) {
 	h = build(func(int) func(int64) (history.Outcome, string) {
 		return func(int64) (history.Outcome, string) { return history.Allowed, "local" }
 	})
-	mustFail(t, Check(h, DefaultConfig()), `limit "loc" key "k"`, "local fallback", "fallback allowance 9")
+	mustFail(t, Check(h, DefaultConfig()), `limit "loc" key "k": 102 units admitted (0 normally, 102 by fallback)`,
+		"allowance 24 = normal 15 + fallback [n1: 2 + 1s × 1/s = 3; n2: 2 + 1s × 1/s = 3; n3: 2 + 1s × 1/s = 3]")
 }
 
 func TestClosedFallback(t *testing.T) {
@@ -500,7 +501,7 @@ func TestSweepMatchesBruteForce(t *testing.T) {
 		}
 		ks := newKeySpans(sp)
 		w := int64(time.Second)
-		sw := newSweeper(ks, nil)
+		sw := newSweeper(ks, nil, 1)
 		for i, x := range ks.sp {
 			if i > 0 && x.inv == ks.sp[i-1].inv {
 				continue

@@ -13,10 +13,17 @@
 //     Admissions made normally are held to B + W/T, multiplied by a fault's
 //     Owners for fast limits while split ownership may last (the fault and
 //     its recovery) and widened by the crash-loss term for each crash the
-//     window overlaps. Admissions made by a failure policy are held to the
-//     limit's on_failure: local to nodes × the fallback bound, closed to
-//     nothing, open to no bound (reported only).
-//   - Availability and latency per phase (healthy, fault, recovery).
+//     window overlaps. For a limit whose on_failure is local (written, or
+//     the default: a per-member share of the limit) the normal and
+//     fallback admissions together are held to that normal term plus one
+//     fallback term per node that admitted by fallback in the window: its
+//     fallback burst + W × its fallback rate, where a default share is
+//     derived from the fewest members the node reported during the window
+//     (history Members events). Closed limits must admit nothing by
+//     fallback; open limits' fallback admissions are reported, not judged.
+//   - Availability and latency per phase (healthy, fault, recovery), and
+//     the longest stretch in which a key that was asked got no normal
+//     (non-fallback) answer within the deadline.
 //   - State survival: a key saturated just before an owner is killed (or
 //     restarts with empty memory) must not get a fresh burst afterwards.
 //   - Sanity: operations with impossible times or unknown limits.

@@ -82,6 +82,38 @@ func pairFaults(events []history.Event, end int64) (faults []Fault, notes []stri
 	return faults, notes
 }
 
+// departures is when each node was out of the cluster on purpose.
+type departures map[string][][2]int64
+
+func newDepartures(events []history.Event, end int64) departures {
+	d := departures{}
+	for _, e := range events {
+		if len(e.Nodes) != 1 {
+			continue
+		}
+		n := e.Nodes[0]
+		switch e.Kind {
+		case history.NodeLeft:
+			d[n] = append(d[n], [2]int64{e.Time, end})
+		case history.NodeJoined:
+			if iv := d[n]; len(iv) > 0 && iv[len(iv)-1][1] == end {
+				iv[len(iv)-1][1] = e.Time
+			}
+		}
+	}
+	return d
+}
+
+// gone reports whether node had left at t.
+func (d departures) gone(node string, t int64) bool {
+	for _, iv := range d[node] {
+		if t >= iv[0] && t <= iv[1] {
+			return true
+		}
+	}
+	return false
+}
+
 // phaseAt returns the phase of an operation invoked at t.
 func phaseAt(faults []Fault, recovery time.Duration, t int64) Phase {
 	p := PhaseHealthy
@@ -106,6 +138,9 @@ type PhaseStats struct {
 	// Answered counts the allowed and denied operations that completed
 	// within the header's deadline; Late those that completed after it.
 	Answered, Late int
+	// Drained counts the operations sent to a node that had left the
+	// cluster on purpose (history.NodeLeft): not in Ops, not judged.
+	Drained int
 	// Availability is Answered / Ops (1 when Ops is 0).
 	Availability float64
 	// P50, P99 and Max are latencies of the allowed and denied operations

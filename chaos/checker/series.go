@@ -63,7 +63,7 @@ func Series(h *history.History, limit, key string, width, step time.Duration) Sa
 		start = h.Header.Start
 	}
 	ks := newKeySpans(sp)
-	sw := newSweeper(ks, nil)
+	sw := newSweeper(ks, nil, 1)
 	n := int((end-start)/int64(step)) + 1
 	s.Times = make([]float64, 0, n)
 	s.Admitted = make([]float64, 0, n)

@@ -7,6 +7,7 @@ type span struct {
 	inv, comp int64
 	cost      int64
 	fb        bool
+	node      int32 // index of the node the call went to (checker.nodes)
 }
 
 // keySpans is a key's admitted operations sorted by invoke time, with their
@@ -41,17 +42,21 @@ type sweeper struct {
 	ks     *keySpans
 	state  []uint8
 	gi, ci int
-	// nonfb and fb are the counted non-fallback and fallback cost.
+	// nonfb and fb are the counted non-fallback and fallback cost, fbNode
+	// the fallback cost per node index.
 	nonfb, fb int64
+	fbNode    []int64
 }
 
-func newSweeper(ks *keySpans, buf []uint8) *sweeper {
+// newSweeper sweeps ks, reusing buf; nodes is how many node indexes spans
+// may carry.
+func newSweeper(ks *keySpans, buf []uint8, nodes int) *sweeper {
 	if cap(buf) < len(ks.sp) {
 		buf = make([]uint8, len(ks.sp))
 	}
 	buf = buf[:len(ks.sp)]
 	clear(buf)
-	return &sweeper{ks: ks, state: buf}
+	return &sweeper{ks: ks, state: buf, fbNode: make([]int64, nodes)}
 }
 
 // advance moves the window to [lo, hi]; lo and hi must not decrease.
@@ -80,6 +85,7 @@ func (w *sweeper) advance(lo, hi int64) {
 func (w *sweeper) add(s span) {
 	if s.fb {
 		w.fb += s.cost
+		w.fbNode[s.node] += s.cost
 	} else {
 		w.nonfb += s.cost
 	}
@@ -88,6 +94,7 @@ func (w *sweeper) add(s span) {
 func (w *sweeper) sub(s span) {
 	if s.fb {
 		w.fb -= s.cost
+		w.fbNode[s.node] -= s.cost
 	} else {
 		w.nonfb -= s.cost
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -89,6 +90,16 @@ const (
 	// Info: anything else worth having in the record (a node restarted and
 	// rejoined, the workload started or stopped).
 	Info EventKind = "info"
+	// Members: the one node in Nodes counted Members cluster members from
+	// this time on (recorded when its count changes). The per-node share a
+	// default failure policy falls back to is derived from it.
+	Members EventKind = "members"
+	// NodeLeft: the node in Nodes was taken out of the cluster on purpose
+	// (a graceful leave), and NodeJoined: it was started again. Calls sent
+	// to a node between the two are those a load balancer would have sent
+	// elsewhere: the checker leaves them out of availability.
+	NodeLeft   EventKind = "node-left"
+	NodeJoined EventKind = "node-joined"
 )
 
 // Event is one thing the nemesis (or the runner) did.
@@ -112,6 +123,8 @@ type Event struct {
 	// with memory that may be out of date (a frozen process): the checker
 	// applies the state-survival check when the fault ends.
 	Stale bool `json:"stale,omitempty"`
+	// Members is, for a Members event, how many members the node counted.
+	Members int `json:"members,omitempty"`
 }
 
 // LimitSpec is one limit of the policy a run enforced, in the terms the
@@ -127,6 +140,18 @@ type LimitSpec struct {
 	// limit (on_failure: local).
 	FallbackInterval time.Duration `json:"fallback_interval,omitempty"`
 	FallbackBurst    int64         `json:"fallback_burst,omitempty"`
+	// FallbackShare marks a local fallback whose rate and burst are the
+	// limit's share per member (the default failure policy): a node that
+	// counts N members falls back to ceil(rate/N) per RatePer and a burst of
+	// ceil(B/N). FallbackInterval and FallbackBurst are then unused.
+	FallbackShare bool `json:"fallback_share,omitempty"`
+	// Default marks a limit whose policy does not write on_failure, so it
+	// gets the documented default (OnFailure and FallbackShare say what
+	// that is).
+	Default bool `json:"default,omitempty"`
+	// RatePer is the unit the policy wrote the rate in (1s for "100/s", 1m
+	// for "5/m"); the share is rounded up in it. Zero means 1s.
+	RatePer time.Duration `json:"rate_per,omitempty"`
 }
 
 // Bound is B + W/T: the most a key of this limit may admit within w.
@@ -134,12 +159,54 @@ func (l LimitSpec) Bound(w time.Duration) float64 {
 	return float64(l.Burst) + float64(w)/float64(l.Interval)
 }
 
-// FallbackBound is the same bound for one node's local fallback limit.
-func (l LimitSpec) FallbackBound(w time.Duration) float64 {
-	if l.FallbackInterval <= 0 {
+// FallbackBound is the same bound for one node's local fallback limit; for
+// a FallbackShare limit, that of a node counting one member (the whole
+// limit). FallbackBoundFor gives it for a node counting n members.
+func (l LimitSpec) FallbackBound(w time.Duration) float64 { return l.FallbackBoundFor(w, 1) }
+
+// FallbackBoundFor is the bound of the local fallback limit of a node that
+// counts members members.
+func (l LimitSpec) FallbackBoundFor(w time.Duration, members int) float64 {
+	if !l.FallbackShare {
+		if l.FallbackInterval <= 0 {
+			return 0
+		}
+		return float64(l.FallbackBurst) + float64(w)/float64(l.FallbackInterval)
+	}
+	count, per, burst := l.share(members)
+	if count == 0 {
 		return 0
 	}
-	return float64(l.FallbackBurst) + float64(w)/float64(l.FallbackInterval)
+	return float64(burst) + float64(w)*float64(count)/float64(per)
+}
+
+// FallbackParams returns the emission interval and burst a node counting
+// members members falls back to: the explicit fallback limit, or for a
+// FallbackShare limit ceil(rate/N) per RatePer and ceil(B/N) (N at least 1).
+func (l LimitSpec) FallbackParams(members int) (interval time.Duration, burst int64) {
+	if !l.FallbackShare {
+		return l.FallbackInterval, l.FallbackBurst
+	}
+	count, per, burst := l.share(members)
+	if count == 0 {
+		return 0, 0
+	}
+	return per / time.Duration(count), burst
+}
+
+// share is a FallbackShare limit's per-member share: count units per per,
+// and the burst.
+func (l LimitSpec) share(members int) (count int64, per time.Duration, burst int64) {
+	if l.Interval <= 0 {
+		return 0, 0, 0
+	}
+	n := int64(max(members, 1))
+	per = l.RatePer
+	if per <= 0 {
+		per = time.Second
+	}
+	total := max(int64(math.Round(float64(per)/float64(l.Interval))), 1)
+	return (total + n - 1) / n, per, (l.Burst + n - 1) / n
 }
 
 // Header describes a run.

@@ -59,3 +59,31 @@ func TestReadRejectsBadInput(t *testing.T) {
 		t.Fatalf("truncated tail: %v %+v", err, h)
 	}
 }
+
+func TestLimitSpec_FallbackParams(t *testing.T) {
+	for _, tc := range []struct {
+		spec    LimitSpec
+		members int
+		t       time.Duration
+		b       int64
+	}{
+		// The hot limit: 100/s burst 10, its share of three nodes.
+		{LimitSpec{Interval: 10 * time.Millisecond, Burst: 10, FallbackShare: true}, 3, time.Second / 34, 4},
+		{LimitSpec{Interval: 10 * time.Millisecond, Burst: 10, FallbackShare: true}, 1, 10 * time.Millisecond, 10},
+		{LimitSpec{Interval: 10 * time.Millisecond, Burst: 10, FallbackShare: true}, 0, 10 * time.Millisecond, 10},
+		// Rounded up in the policy's own unit: 5/m over 2 members is 3/m.
+		{LimitSpec{Interval: 12 * time.Second, Burst: 3, FallbackShare: true, RatePer: time.Minute}, 2, 20 * time.Second, 2},
+		// 2/s over 3 members is 1/s, never less than one unit per RatePer.
+		{LimitSpec{Interval: 500 * time.Millisecond, Burst: 30, FallbackShare: true}, 3, time.Second, 10},
+		// An explicit fallback does not depend on the members.
+		{LimitSpec{Interval: time.Second, Burst: 5, FallbackInterval: time.Second, FallbackBurst: 2}, 3, time.Second, 2},
+	} {
+		gt, gb := tc.spec.FallbackParams(tc.members)
+		if gt != tc.t || gb != tc.b {
+			t.Errorf("%+v with %d members: %s burst %d, want %s burst %d", tc.spec, tc.members, gt, gb, tc.t, tc.b)
+		}
+	}
+	if got := (LimitSpec{Interval: 10 * time.Millisecond, Burst: 10, FallbackShare: true}).FallbackBoundFor(5*time.Second, 3); got != 4+5*34 {
+		t.Errorf("5s fallback bound at N=3 = %v, want 174", got)
+	}
+}

@@ -25,6 +25,13 @@
 // because the rule has no conntrack exceptions. Partition blocks both ways
 // across two groups of hosts, and Heal empties every set.
 //
+// Proc.Throttle limits a process to a quota of CPU time per period, the way
+// a container's CPU limit does (cgroup v2 cpu.max, or the CFS quota files of
+// a v1 cpu hierarchy, whichever the machine has): a slow process rather
+// than a dead one. Each throttled process gets its own cgroup under
+// "<cpu root>/weir-netlab/<id>/"; Unthrottle, Close and the sweep of a
+// dead owner's lab move the processes back and remove them.
+//
 // # Names and cleanup
 //
 // Everything a lab creates is named after its id, "wch" + the owner's PID in

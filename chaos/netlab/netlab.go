@@ -38,6 +38,7 @@ type Lab struct {
 	byName  map[string]*Host
 	procs   []*Proc
 	blocked map[*Host]map[*Host]bool // to -> from -> dropped
+	cpu     *cpuController           // found by the first Throttle
 }
 
 // New creates an empty lab named name (the name is informational; resources

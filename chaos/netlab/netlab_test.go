@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 func leftovers(match func(labID) bool) []string {
 	nss, _ := listNetns()
 	links, _ := listLinks()
-	names := append(nss, links...)
+	names := append(append(nss, links...), cgroupLabs()...)
 	if entries, err := os.ReadDir(stateDir); err == nil {
 		for _, e := range entries {
 			names = append(names, e.Name())
@@ -137,6 +137,9 @@ func runHelper(mode string, args []string) int {
 	case "sleep":
 		time.Sleep(time.Hour)
 		return 0
+	case "spin": // burns a CPU until killed
+		for {
+		}
 	case "owner": // a run that gets killed: a lab, a host, two sleeping processes
 		l, err := New("stale-owner")
 		if err != nil {

@@ -144,6 +144,7 @@ func sweep(creating labID) error {
 			names = append(names, e.Name())
 		}
 	}
+	names = append(names, cgroupLabs()...)
 	var ids []labID
 	for _, name := range names {
 		if id, _, ok := parseName(name); ok && !slices.Contains(ids, id) {
@@ -164,7 +165,8 @@ func sweep(creating labID) error {
 
 // destroy removes every resource named after id among the given namespaces
 // and links: it kills the processes inside the namespaces, deletes the veth
-// pairs, the bridge and the namespaces, and removes the state directory.
+// pairs, the bridge and the namespaces, removes the CPU cgroups and the
+// state directory.
 func destroy(id labID, nss, links []string) error {
 	var errs []error
 	deadline := time.Now().Add(killTimeout)
@@ -192,6 +194,9 @@ func destroy(id labID, nss, links []string) error {
 		if err := deleteNetns(ns); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := destroyCgroups(id); err != nil {
+		errs = append(errs, err)
 	}
 	if err := os.RemoveAll(labDir(id)); err != nil {
 		errs = append(errs, fmt.Errorf("netlab: %w", err))

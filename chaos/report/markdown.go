@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/chaos/checker"
+	"github.com/weirhq/weir/chaos/history"
 )
 
 // maxStateRows caps the state-survival checks listed one by one per
@@ -34,12 +35,12 @@ func Markdown(w io.Writer, results []checker.Result) error {
 	}
 	p("# weir chaos report\n\n")
 	p("%d of %d scenarios passed.\n\n", pass, len(results))
-	p("| scenario | ops | admitted / bound (worst window) | worst excess | fallback decisions | availability healthy / fault / recovery | p99 healthy / fault / recovery | verdict |\n")
-	p("|---|--:|---|--:|---|---|---|---|\n")
+	p("| scenario | ops | admitted / bound (worst window) | worst excess | fallback decisions | availability healthy / fault / recovery | p99 healthy / fault / recovery | longest without a normal answer | verdict |\n")
+	p("|---|--:|---|--:|---|---|---|---|---|\n")
 	for _, r := range results {
-		p("| %s | %d | %s | %s | %s | %s | %s | %s |\n",
+		p("| %s | %d | %s | %s | %s | %s | %s | %s | %s |\n",
 			cell(r.Scenario), r.Ops, cell(worstCell(r)), excessCell(r), cell(fallbackCell(r.Fallback)),
-			perPhase(r, availability), perPhase(r, p99), verdict(r.OK()))
+			perPhase(r, availability), perPhase(r, p99), cell(gapCell(r.Gap)), verdict(r.OK()))
 	}
 	p("\n")
 	for _, r := range results {
@@ -73,7 +74,7 @@ func scenario(bw *bufio.Writer, r checker.Result) {
 		p("|---|---|---|---|--:|---|---|--:|---|---|\n")
 		for _, l := range r.Limits {
 			p("| %s | %s / %d | %s | %s | %d | %s | %s | %s | %s | %s |\n",
-				cell(l.Spec.Name), l.Spec.Interval, l.Spec.Burst, cell(l.Spec.Consistency), cell(l.Spec.OnFailure),
+				cell(l.Spec.Name), l.Spec.Interval, l.Spec.Burst, cell(l.Spec.Consistency), cell(onFailure(l.Spec)),
 				l.Admitted, cell(windowCell(r, l.Worst)), allowanceCell(l.Worst), excess(l.Worst),
 				cell(fallbackAdmitted(l)), verdict(l.Pass))
 		}
@@ -87,6 +88,21 @@ func scenario(bw *bufio.Writer, r checker.Result) {
 	list(bw, "Violations", r.Violations)
 	stateSummary(bw, r)
 	list(bw, "Notes", r.Notes)
+}
+
+// onFailure names a limit's failure policy, "local (default share)" for
+// the default.
+func onFailure(l history.LimitSpec) string {
+	s := l.OnFailure
+	switch {
+	case l.FallbackShare && l.Default:
+		s += " (default: share per member)"
+	case l.FallbackShare:
+		s += " (share per member)"
+	case l.OnFailure == "local":
+		s += fmt.Sprintf(" (%s, burst %d per node)", l.FallbackInterval, l.FallbackBurst)
+	}
+	return s
 }
 
 // list writes a titled bullet list; nothing when items is empty.
@@ -210,14 +226,40 @@ func allowanceCell(w checker.Window) string {
 	if len(terms) > 0 {
 		s += " (" + strings.Join(terms, ", ") + ")"
 	}
-	if w.Fallback > 0 {
-		fb := "unbounded"
-		if !w.FallbackUnbounded {
-			fb = checker.Units(w.FallbackAllowance)
+	switch {
+	case len(w.FallbackTerms) > 0:
+		// Judged together: normal + fallback against both terms.
+		s = fmt.Sprintf("%d + %d fallback / %s + %s (%s)", w.Admitted, w.Fallback, checker.Units(w.Allowance),
+			checker.Units(w.FallbackAllowance), termsCell(w.FallbackTerms))
+		if len(terms) > 0 {
+			s += " (" + strings.Join(terms, ", ") + ")"
 		}
-		s += fmt.Sprintf("; fallback %d / %s", w.Fallback, fb)
+	case w.Fallback > 0 && w.FallbackUnbounded:
+		s += fmt.Sprintf("; fallback %d, not bounded", w.Fallback)
+	case w.Fallback > 0:
+		s += fmt.Sprintf("; fallback %d / 0", w.Fallback)
 	}
 	return s
+}
+
+// termsCell lists fallback terms as "n1 174 (N=3), n2 174 (N=3)".
+func termsCell(terms []checker.FallbackTerm) string {
+	parts := make([]string, len(terms))
+	for i, t := range terms {
+		parts[i] = fmt.Sprintf("%s %s", t.Node, checker.Units(t.Units))
+		if t.Members > 0 {
+			parts[i] += fmt.Sprintf(" (N=%d)", t.Members)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// gapCell is "2.1s (hot k)", or "-" when every key was answered normally.
+func gapCell(g checker.Gap) string {
+	if g.Key == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s %s)", duration(g.Length), g.Limit, g.Key)
 }
 
 // fallbackCell is "local 120 (adm 40), closed 12".

@@ -130,7 +130,7 @@ func TestMarkdown(t *testing.T) {
 		" | local ",
 		"(adm ",
 		" | 100.00% / 100.00% / 100.00% | ",
-		" | **PASS** |",
+		" | 4.99s (lim hot) | **PASS** |",
 	} {
 		if r := row("| pass-scenario |"); !strings.Contains(r, want) {
 			t.Errorf("pass row %q lacks %q", r, want)
@@ -148,7 +148,7 @@ func TestMarkdown(t *testing.T) {
 		"1 of 2 scenarios passed.",
 		"## pass-scenario: **PASS**",
 		"- partition-node on n1: 5.0s to 10.0s",
-		"| lim | 100ms / 10 | fast | local |",
+		"| lim | 100ms / 10 | fast | local (500ms, burst 2 per node) |",
 		"No violations.",
 		"State survival: no crash or freeze, nothing to check.",
 		"## fail|scenario: **FAIL**",
@@ -179,7 +179,7 @@ func TestMarkdownStateAndEmpty(t *testing.T) {
 		"State survival: 3 checks, 0 failed.",
 		"| lim | hot | partition-node | start | 5.0s | 0 / 37 in 3s | **PASS** |",
 		"| other | hot | partition-node | end | 10.0s | 15 / 19.50 in 3s | **PASS** |",
-		"| empty | 0 | - | - | - | - / - / - | - / - / - | **PASS** |",
+		"| empty | 0 | - | - | - | - / - / - | - / - / - | - | **PASS** |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

@@ -6,5 +6,8 @@
 //
 // Open loop means the schedule does not wait for answers: a stalled node
 // does not slow the offered load, it shows up as timeouts, which is what a
-// fleet of independent callers would see.
+// fleet of independent callers would see. Config.Workers switches to a
+// closed loop instead: a fixed pool of workers, each bound to one node,
+// each sending its next call once the previous is answered, the way a
+// service's worker pool hammers one hot key.
 package workload

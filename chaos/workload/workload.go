@@ -57,6 +57,13 @@ type Config struct {
 	// Worker numbers this client's operations, so several clients' histories
 	// can be merged.
 	Worker int `json:"worker"`
+	// Workers > 0 makes the workload closed loop instead: that many
+	// workers, worker i bound to target i mod len(Targets), each sending its
+	// next call as soon as the previous one is answered (Rate and
+	// MaxInFlight are then unused). This is how a fixed pool of callers
+	// hammers one key: a slow node slows its callers down instead of
+	// piling up calls.
+	Workers int `json:"workers,omitempty"`
 }
 
 // Validate reports what is wrong with c.
@@ -73,7 +80,12 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("workload: class %q needs a name, weight > 0, keys > 0, cost > 0, spread >= 0 and descriptors", cl.Name))
 		}
 	}
-	if c.Rate <= 0 || c.Duration <= 0 || c.Deadline <= 0 || c.MaxInFlight <= 0 {
+	switch {
+	case c.Workers < 0:
+		errs = append(errs, fmt.Errorf("workload: workers (%d) must not be negative", c.Workers))
+	case c.Workers > 0 && (c.Duration <= 0 || c.Deadline <= 0):
+		errs = append(errs, fmt.Errorf("workload: duration (%s) and deadline (%s) must be positive", c.Duration, c.Deadline))
+	case c.Workers == 0 && (c.Rate <= 0 || c.Duration <= 0 || c.Deadline <= 0 || c.MaxInFlight <= 0):
 		errs = append(errs, fmt.Errorf("workload: rate (%v), duration (%s), deadline (%s) and max_in_flight (%d) must be positive",
 			c.Rate, c.Duration, c.Deadline, c.MaxInFlight))
 	}
@@ -109,17 +121,10 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 		clients[i] = weirv1.NewRateLimiterClient(conn)
 	}
 
-	var total float64
-	for _, cl := range cfg.Classes {
-		total += cl.Weight
-	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)))
 	var (
-		wg       sync.WaitGroup
-		inFlight atomic.Int64
-		mu       sync.Mutex
-		stats    = Stats{Outcomes: map[history.Outcome]int64{}}
-		werr     error
+		mu    sync.Mutex
+		stats = Stats{Outcomes: map[history.Outcome]int64{}}
+		werr  error
 	)
 	record := func(op history.Op) {
 		mu.Lock()
@@ -130,6 +135,84 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 			werr = err
 		}
 	}
+	if cfg.Workers > 0 {
+		closedLoop(ctx, cfg, clients, record)
+	} else {
+		openLoop(ctx, cfg, clients, record)
+	}
+	if err := w.Flush(); err != nil && werr == nil {
+		werr = err
+	}
+	return stats, werr
+}
+
+// pick draws a class, a key and a spread value.
+func pick(rng *rand.Rand, classes []Class, total float64) (cl *Class, key, spread int) {
+	x := rng.Float64() * total
+	ci := 0
+	for ci < len(classes)-1 && x >= classes[ci].Weight {
+		x -= classes[ci].Weight
+		ci++
+	}
+	cl = &classes[ci]
+	key = rng.IntN(cl.Keys)
+	if cl.Spread > 0 {
+		spread = rng.IntN(cl.Spread)
+	}
+	return cl, key, spread
+}
+
+func totalWeight(classes []Class) float64 {
+	var total float64
+	for _, cl := range classes {
+		total += cl.Weight
+	}
+	return total
+}
+
+// errorPause is how long a closed-loop worker waits after a call that
+// failed without using its deadline.
+const errorPause = 10 * time.Millisecond
+
+// closedLoop runs cfg.Workers workers until Duration has passed or ctx is
+// done; each waits for its call's answer before sending the next.
+func closedLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClient, record func(history.Op)) {
+	total := totalWeight(cfg.Classes)
+	end := time.Now().Add(cfg.Duration)
+	var ids atomic.Int64
+	var wg sync.WaitGroup
+	for i := range cfg.Workers {
+		ti := i % len(cfg.Targets)
+		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)<<16|uint64(i)))
+		wg.Go(func() {
+			for ctx.Err() == nil && time.Now().Before(end) {
+				cl, key, spread := pick(rng, cfg.Classes, total)
+				op := history.Op{ID: ids.Add(1) - 1, Worker: cfg.Worker, Node: cfg.Targets[ti].Name, Class: cl.Name, Cost: cl.Cost}
+				op = call(clients[ti], cl, descriptors(cl, key, spread), op, cfg.Deadline)
+				record(op)
+				if op.Outcome == history.Error {
+					// A refused connection fails at once: pause as a
+					// caller's retry would, instead of spinning.
+					select {
+					case <-ctx.Done():
+					case <-time.After(errorPause):
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// openLoop sends calls at cfg.Rate to random targets until Duration has
+// passed or ctx is done, then waits for the calls in flight.
+func openLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClient, record func(history.Op)) {
+	total := totalWeight(cfg.Classes)
+	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)))
+	var (
+		wg       sync.WaitGroup
+		inFlight atomic.Int64
+	)
 
 	interval := time.Duration(float64(time.Second) / cfg.Rate)
 	start := time.Now()
@@ -149,17 +232,7 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 			break
 		}
 		// Draw everything from the one generator here, so a seed replays.
-		x := rng.Float64() * total
-		ci := 0
-		for ci < len(cfg.Classes)-1 && x >= cfg.Classes[ci].Weight {
-			x -= cfg.Classes[ci].Weight
-			ci++
-		}
-		cl := &cfg.Classes[ci]
-		key, spread := rng.IntN(cl.Keys), 0
-		if cl.Spread > 0 {
-			spread = rng.IntN(cl.Spread)
-		}
+		cl, key, spread := pick(rng, cfg.Classes, total)
 		ti := rng.IntN(len(cfg.Targets))
 		op := history.Op{ID: i, Worker: cfg.Worker, Node: cfg.Targets[ti].Name, Class: cl.Name, Cost: cl.Cost}
 		desc := descriptors(cl, key, spread)
@@ -180,10 +253,6 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 		}()
 	}
 	wg.Wait()
-	if err := w.Flush(); err != nil && werr == nil {
-		werr = err
-	}
-	return stats, werr
 }
 
 // call makes one Decide call and describes it as an operation.

@@ -2,8 +2,10 @@ package workload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -102,6 +104,55 @@ func TestRunStopsWithContext(t *testing.T) {
 	}
 	if st.Ops < 20 || st.Ops > 40 {
 		t.Fatalf("ran %d ops in 300ms at 100/s", st.Ops)
+	}
+}
+
+func TestRun_closedLoopWaitsForAnswers(t *testing.T) {
+	cfg := Config{
+		Targets: []Target{{Name: "up", Addr: node(t)}, {Name: "hole", Addr: blackhole(t)}},
+		Classes: []Class{{Name: "hot", Weight: 1, Keys: 1, Cost: 1, Limits: []string{"per-tenant"},
+			Descriptors: map[string]string{"tenant": "t"}}},
+		Workers: 4, Duration: 500 * time.Millisecond, Deadline: 100 * time.Millisecond,
+	}
+	var buf bytes.Buffer
+	w := history.NewWriter(&buf)
+	w.Header(history.Header{Scenario: "t", Limits: []history.LimitSpec{{Name: "per-tenant", Interval: 10 * time.Millisecond, Burst: 50}}})
+	if _, err := Run(context.Background(), cfg, w); err != nil {
+		t.Fatal(err)
+	}
+	h, err := history.Read(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closed loop: never more calls in flight than workers, however long
+	// the silent node keeps its callers waiting.
+	type edge struct {
+		t     int64
+		delta int
+	}
+	var edges []edge
+	count := map[string]int{}
+	for _, op := range h.Ops {
+		count[op.Node]++
+		if op.Node == "hole" && op.Outcome.Answered() {
+			t.Fatalf("a call to a node that never answers was answered: %+v", op)
+		}
+		edges = append(edges, edge{op.Invoke, 1}, edge{op.Complete, -1})
+	}
+	slices.SortFunc(edges, func(a, b edge) int { return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(a.delta, b.delta)) })
+	inFlight, most := 0, 0
+	for _, e := range edges {
+		inFlight += e.delta
+		most = max(most, inFlight)
+	}
+	if most > cfg.Workers {
+		t.Fatalf("%d calls in flight at once from %d closed-loop workers", most, cfg.Workers)
+	}
+	if count["up"] < 20 || count["hole"] == 0 {
+		t.Fatalf("calls per node %v: want both nodes called, the live one often", count)
+	}
+	if bad := (Config{Targets: cfg.Targets, Classes: cfg.Classes, Workers: -1, Duration: 1, Deadline: 1}); bad.Validate() == nil {
+		t.Fatal("negative workers accepted")
 	}
 }
 

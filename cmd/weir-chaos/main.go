@@ -1,7 +1,7 @@
 // Command weir-chaos runs weir's chaos suite (package chaos) and is also its
 // workload client.
 //
-//	weir-chaos run [-suite short|full] [-scenarios a,b] -node-bin PATH [-out DIR]
+//	weir-chaos run [-suite short|full|gray|hotkey] [-scenarios a,b] -node-bin PATH [-out DIR]
 //	               [-policy FILE] [-workload FILE] [-victim GROUP] [-rate N] [-deadline D]
 //	weir-chaos client -config FILE -out FILE
 //
@@ -60,7 +60,7 @@ func main() {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, `usage:
-  weir-chaos run [-suite short|full] [-scenarios a,b] -node-bin PATH [-out DIR]
+  weir-chaos run [-suite short|full|gray|hotkey] [-scenarios a,b] -node-bin PATH [-out DIR]
                  [-policy FILE] [-workload FILE] [-victim GROUP] [-rate N] [-deadline D]
   weir-chaos client -config FILE -out FILE`)
 }
@@ -69,7 +69,8 @@ var errFailed = errors.New("a scenario failed")
 
 func runSuite(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	suite := fs.String("suite", "full", "short (CI: owner kill, minority partition, Redis outage) or full (every nemesis)")
+	suite := fs.String("suite", "full", "short (CI: owner kill, minority partition, Redis outage, CPU starvation), full (every scenario), "+
+		"gray (the slow-not-dead scenarios) or hotkey (issue 10's hot-key runs: idle, CPU hogs, hogs and stalls)")
 	only := fs.String("scenarios", "", "comma-separated nemesis names to run instead of a suite")
 	nodeBin := fs.String("node-bin", "", "path to the cmd/node binary (required)")
 	out := fs.String("out", "chaos-results", "directory for histories, logs, plots and report.md")
@@ -122,8 +123,12 @@ func runSuite(args []string) error {
 		scenarios = chaos.ShortSuite()
 	case *suite == "full":
 		scenarios = chaos.FullSuite()
+	case *suite == "gray":
+		scenarios = chaos.GraySuite()
+	case *suite == "hotkey":
+		scenarios = chaos.HotKeySuite()
 	default:
-		return fmt.Errorf("run: -suite %q: want short or full", *suite)
+		return fmt.Errorf("run: -suite %q: want short, full, gray or hotkey", *suite)
 	}
 	self, err := os.Executable()
 	if err != nil {
