@@ -38,7 +38,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
 	st := &state{now: time.Now}
-	breakers, err := breaker.NewSet(breaker.DefaultConfig(), time.Now, n.logger, reg)
+	breakers, err := breaker.NewSet(breaker.DefaultConfig(), n.logger, reg)
 	if err != nil {
 		return nil, err
 	}
