@@ -101,6 +101,15 @@ func (c *Client) decide(ctx context.Context, addr string, it Item) (Result, erro
 		// too, even if our context's timer has not fired yet.
 		<-tctx.Done()
 	case <-tctx.Done():
+		// Both may be ready after this process was descheduled, and select
+		// picks at random: an answer that arrived is never thrown away.
+		select {
+		case a := <-cl.done:
+			if a.err == nil {
+				return a.result, nil
+			}
+		default:
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err

@@ -68,6 +68,8 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	ccfg.LocalName = cfg.NodeName
 	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout
 	ccfg.FreezeLimit = cfg.FreezeLimit
+	ccfg.Forward.MaxTimeout = cfg.ForwardTimeout
+	ccfg.Forward.MinTimeout = min(ccfg.Forward.MinTimeout, cfg.ForwardTimeout)
 	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}
