@@ -170,8 +170,9 @@ type rttTable struct {
 
 type rtt struct{ srtt, rttvar time.Duration }
 
-// maxPeersTracked bounds the table; past it, the oldest knowledge is
-// simply dropped (the estimate restarts from MinTimeout).
+// maxPeersTracked bounds the table, which is never pruned as peers leave:
+// when it is full it starts over, and every estimate restarts from
+// MinTimeout. Clusters are far smaller, so only address churn fills it.
 const maxPeersTracked = 1024
 
 // observe records a round trip of d to addr.
