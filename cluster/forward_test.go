@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -296,5 +298,53 @@ func TestRTTTable(t *testing.T) {
 	}
 	if got := r.timeout("b", lo, hi); got != lo {
 		t.Fatalf("peers share estimates: %s", got)
+	}
+}
+
+// forwardBlame's verdict for every way a forward can end.
+func TestCluster_forwardBlame(t *testing.T) {
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{cfg: Config{Forward: DefaultForwardConfig()}, metrics: m}
+	live := context.Background()
+	ended, cancel := context.WithCancel(live)
+	cancel()
+	refused := errors.New("connection refused")
+	const budget = 20 * time.Millisecond
+	tests := []struct {
+		name        string
+		ctx, fctx   context.Context
+		err         error
+		took        time.Duration
+		callerBound bool
+		want        string // "success", "failure" or "excused"
+	}{
+		{"answered", live, live, nil, budget / 2, false, "success"},
+		{"refused", live, live, refused, time.Millisecond, false, "failure"},
+		{"transport's own timeout", live, live, context.DeadlineExceeded, budget / 2, false, "failure"},
+		{"caller ended", ended, ended, context.Canceled, budget / 2, false, "excused"},
+		{"peer forgotten", live, live, peer.ErrForgotten, 0, false, "excused"},
+		{"client closed", live, live, fmt.Errorf("x: %w", peer.ErrClosed), 0, false, "excused"},
+		{"caller's deadline bound", live, ended, context.DeadlineExceeded, budget, true, "excused"},
+		{"owner's budget ran out", live, ended, context.DeadlineExceeded, budget, false, "failure"},
+		{"noticed 60ms late", live, ended, context.DeadlineExceeded, budget + 60*time.Millisecond, false, "excused"},
+		{"noticed 1ms late", live, ended, context.DeadlineExceeded, budget + time.Millisecond, false, "failure"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := c.forwardBlame(tc.ctx, tc.fctx, "a", tc.err, tc.took, budget, tc.callerBound)
+			verdict := "failure"
+			switch {
+			case got == nil:
+				verdict = "success"
+			case errors.Is(got, breaker.ErrExcused):
+				verdict = "excused"
+			}
+			if verdict != tc.want {
+				t.Fatalf("forwardBlame = %v (%s), want %s", got, verdict, tc.want)
+			}
+		})
 	}
 }
