@@ -76,7 +76,8 @@ func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer
 	if addr == "" {
 		return peer.Result{}, fmt.Errorf("cluster: no address for owner %q", owner)
 	}
-	budget, callerBound := c.forwardBudget(ctx, addr)
+	start := time.Now()
+	budget, callerBound := c.forwardBudget(ctx, addr, start)
 	if budget <= 0 {
 		return peer.Result{}, errNoTimeToForward
 	}
@@ -84,25 +85,27 @@ func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer
 	if err != nil {
 		return peer.Result{}, fmt.Errorf("cluster: owner %s: %w", owner, err)
 	}
-	fctx, cancel := context.WithTimeout(ctx, budget)
+	// The deadline is fixed from start, so that a stall anywhere after it
+	// shows up in took (and is excused), never as a forward that expired at
+	// once or one that outlives its caller's deadline less the reserve.
+	fctx, cancel := context.WithDeadline(ctx, start.Add(budget))
 	defer cancel()
-	start := time.Now()
 	res, err := c.deps.Forwarder.Decide(fctx, addr, it)
 	done(c.forwardBlame(ctx, fctx, addr, err, time.Since(start), budget, callerBound))
 	return res, err
 }
 
-// forwardBudget is how long a forward to addr may wait: until the caller's
-// deadline less the reserve (callerBound true), or, without a deadline or
-// when that is further away, the owner's latency-derived timeout capped at
-// MaxTimeout.
-func (c *Cluster) forwardBudget(ctx context.Context, addr string) (budget time.Duration, callerBound bool) {
+// forwardBudget is how long after now a forward to addr may wait: until
+// the caller's deadline less the reserve (callerBound true), or, without a
+// deadline or when that is further away, the owner's latency-derived
+// timeout capped at MaxTimeout.
+func (c *Cluster) forwardBudget(ctx context.Context, addr string, now time.Time) (budget time.Duration, callerBound bool) {
 	fc := c.cfg.Forward
 	d, ok := ctx.Deadline()
 	if !ok {
 		return c.rtt.timeout(addr, fc.MinTimeout, fc.MaxTimeout), false
 	}
-	left := time.Until(d)
+	left := d.Sub(now)
 	left -= max(fc.MinReserve, time.Duration(float64(left)*fc.ReserveFraction))
 	if left >= fc.MaxTimeout {
 		return fc.MaxTimeout, false

@@ -223,7 +223,7 @@ func TestCluster_silentOwnerWithoutCallerDeadline_opensBreaker(t *testing.T) {
 	p.tc.net.Blackhole(p.from, p.owner)
 	var last time.Duration
 	for i := range breaker.DefaultConfig().ConsecutiveFailures {
-		budget, callerBound := p.node().forwardBudget(context.Background(), p.owner)
+		budget, callerBound := p.node().forwardBudget(context.Background(), p.owner, time.Now())
 		if callerBound || budget <= last {
 			t.Fatalf("forward %d: budget %s (caller bound %v), want more than the last %s", i, budget, callerBound, last)
 		}
@@ -259,7 +259,7 @@ func TestCluster_forwardBudget(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
 				defer cancel()
 			}
-			got, bound := c.forwardBudget(ctx, "a")
+			got, bound := c.forwardBudget(ctx, "a", time.Now())
 			if got < tc.wantMin || got > tc.wantMax || bound != tc.callerBound {
 				t.Fatalf("forwardBudget = %s, %v; want [%s, %s], %v", got, bound, tc.wantMin, tc.wantMax, tc.callerBound)
 			}
@@ -267,7 +267,7 @@ func TestCluster_forwardBudget(t *testing.T) {
 	}
 	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
 	defer cancel()
-	if got, _ := c.forwardBudget(expired, "a"); got > 0 {
+	if got, _ := c.forwardBudget(expired, "a", time.Now()); got > 0 {
 		t.Fatalf("budget %s for an expired caller", got)
 	}
 }
