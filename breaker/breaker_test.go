@@ -73,13 +73,21 @@ func wantRejected(t *testing.T, b *Breaker) {
 	done(errDep) // a no-op: must not panic or change anything
 }
 
-// trip opens b, which must be closed with no failures counted.
+// shortOpen is the OpenFor of tests that wait for the half-open state on
+// the real clock: short enough to wait for, long enough that an open
+// breaker is still open when the test looks right after tripping it.
+const shortOpen = 100 * time.Millisecond
+
+// trip opens b, which must be closed with no failures counted. With a
+// short OpenFor the breaker may be half-open by the time it is looked at.
 func trip(t *testing.T, b *Breaker, consecutive int) {
 	t.Helper()
 	for range consecutive {
 		call(t, b, errDep)
 	}
-	wantState(t, b, Open)
+	if got := b.State(); got == Closed {
+		t.Fatalf("State() = %s after %d failures, want open", got, consecutive)
+	}
 }
 
 // waitHalfOpen waits, on the real clock gobreaker reads, until b's OpenFor
@@ -253,7 +261,7 @@ func TestBreaker_Allow_openFor(t *testing.T) {
 	}
 	wantState(t, b, Open)
 
-	b = newBreaker(t, cfg(2, time.Millisecond, 1), nil)
+	b = newBreaker(t, cfg(2, shortOpen, 1), nil)
 	trip(t, b, 2)
 	waitHalfOpen(t, b)
 	call(t, b, nil)
@@ -263,7 +271,7 @@ func TestBreaker_Allow_openFor(t *testing.T) {
 func TestBreaker_Allow_halfOpenProbes(t *testing.T) {
 	for _, probes := range []int{1, 2, 5} {
 		t.Run(fmt.Sprint(probes), func(t *testing.T) {
-			b := newBreaker(t, cfg(1, time.Millisecond, probes), nil)
+			b := newBreaker(t, cfg(1, shortOpen, probes), nil)
 			trip(t, b, 1)
 			waitHalfOpen(t, b)
 			var dones []func(error)
@@ -286,7 +294,7 @@ func TestBreaker_Allow_halfOpenProbes(t *testing.T) {
 
 // An excused probe frees its slot without closing or reopening.
 func TestBreaker_done_excusedProbe(t *testing.T) {
-	b := newBreaker(t, cfg(1, time.Millisecond, 1), nil)
+	b := newBreaker(t, cfg(1, shortOpen, 1), nil)
 	trip(t, b, 1)
 	waitHalfOpen(t, b)
 	call(t, b, fmt.Errorf("caller gave up: %w", ErrExcused))
@@ -297,7 +305,7 @@ func TestBreaker_done_excusedProbe(t *testing.T) {
 
 func TestBreaker_done_probeFailureReopens(t *testing.T) {
 	rec := &recorder{}
-	b := newBreaker(t, cfg(1, 5*time.Millisecond, 3), rec.onChange)
+	b := newBreaker(t, cfg(1, shortOpen, 3), rec.onChange)
 	trip(t, b, 1)
 	waitHalfOpen(t, b)
 	var dones []func(error)
@@ -310,14 +318,15 @@ func TestBreaker_done_probeFailureReopens(t *testing.T) {
 	}
 	dones[0](nil)
 	dones[1](errDep)
-	wantState(t, b, Open)
 	dones[2](nil) // reports late: ignored
 	if st := b.State(); st == Closed {
 		t.Fatal("a late probe success closed a reopened breaker")
 	}
+	// The breaker may be half-open again if the test was descheduled for
+	// OpenFor; what happened up to then is fixed.
 	want := []string{"r:closed->open", "r:open->half_open", "r:half_open->open"}
-	if got := rec.transitions(); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("transitions %v, want %v", got, want)
+	if got := rec.transitions(); len(got) < len(want) || fmt.Sprint(got[:len(want)]) != fmt.Sprint(want) {
+		t.Errorf("transitions %v, want them to start %v", got, want)
 	}
 }
 
@@ -341,7 +350,7 @@ func TestBreaker_done_twice(t *testing.T) {
 
 // Outcomes of calls admitted before a transition are ignored.
 func TestBreaker_done_stale(t *testing.T) {
-	b := newBreaker(t, cfg(1, time.Millisecond, 1), nil)
+	b := newBreaker(t, cfg(1, shortOpen, 1), nil)
 	slowA, _ := b.Allow() // admitted while closed, reports while half-open
 	slowB, _ := b.Allow() // admitted while closed, reports after reclosing
 	trip(t, b, 1)
@@ -360,7 +369,7 @@ func TestBreaker_done_stale(t *testing.T) {
 
 func TestBreaker_onChange(t *testing.T) {
 	rec := &recorder{}
-	b, err := New("redis-a", cfg(2, time.Millisecond, 1), rec.onChange)
+	b, err := New("redis-a", cfg(2, shortOpen, 1), rec.onChange)
 	if err != nil {
 		t.Fatal(err)
 	}

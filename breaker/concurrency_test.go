@@ -71,7 +71,7 @@ func TestBreaker_concurrentProbes_exactlyHalfOpenProbes(t *testing.T) {
 	for _, probes := range []int{1, 3, 8} {
 		t.Run(fmt.Sprint(probes), func(t *testing.T) {
 			rec := &recorder{}
-			b := newBreaker(t, cfg(1, time.Millisecond, probes), rec.onChange)
+			b := newBreaker(t, cfg(1, shortOpen, probes), rec.onChange)
 			trip(t, b, 1)
 			waitHalfOpen(t, b)
 			var tried sync.WaitGroup

@@ -15,7 +15,7 @@ func newTestSet(t *testing.T) (*Set, *prometheus.Registry, *bytes.Buffer) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	var logs bytes.Buffer
-	s, err := NewSet(cfg(2, time.Millisecond, 1), slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	s, err := NewSet(cfg(2, shortOpen, 1), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
