@@ -6,7 +6,7 @@ import (
 )
 
 func BenchmarkBreaker_Allow_closed(b *testing.B) {
-	br := New("r", DefaultConfig(), time.Now, nil)
+	br := newBreaker(b, DefaultConfig(), nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		done, err := br.Allow()
@@ -18,7 +18,7 @@ func BenchmarkBreaker_Allow_closed(b *testing.B) {
 }
 
 func BenchmarkBreaker_Allow_closedParallel(b *testing.B) {
-	br := New("r", DefaultConfig(), time.Now, nil)
+	br := newBreaker(b, DefaultConfig(), nil)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -33,8 +33,10 @@ func BenchmarkBreaker_Allow_closedParallel(b *testing.B) {
 }
 
 func BenchmarkBreaker_Allow_open(b *testing.B) {
-	br := New("r", DefaultConfig(), newFakeClock().now, nil)
-	for range DefaultConfig().FailureThreshold {
+	c := DefaultConfig()
+	c.OpenFor = time.Hour
+	br := newBreaker(b, c, nil)
+	for range c.ConsecutiveFailures {
 		done, _ := br.Allow()
 		done(errDep)
 	}

@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/weirhq/weir/breaker"
 )
 
 func Example() {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time { return now }
-	set, err := breaker.NewSet(breaker.DefaultConfig(), clock, nil, nil)
+	set, err := breaker.NewSet(breaker.DefaultConfig(), nil, nil)
 	if err != nil {
 		panic(err)
 	}
-	dead := func(ctx context.Context) error { return context.DeadlineExceeded }
+	refused := errors.New("connection refused")
+	dead := func(ctx context.Context) error { return refused }
 
 	for i := range 6 {
 		b := set.Get("10.0.0.7:7946")
@@ -27,17 +25,17 @@ func Example() {
 		}
 		ctx := context.Background()
 		err = dead(ctx)
-		if ctx.Err() != nil {
-			err = nil // our caller gave up: not the peer's fault
+		if err != nil && ctx.Err() != nil {
+			err = breaker.ErrExcused // our caller gave up: not the peer's fault
 		}
 		done(err)
 		fmt.Println(i, "called:", err, "->", b.State())
 	}
 	// Output:
-	// 0 called: context deadline exceeded -> closed
-	// 1 called: context deadline exceeded -> closed
-	// 2 called: context deadline exceeded -> closed
-	// 3 called: context deadline exceeded -> closed
-	// 4 called: context deadline exceeded -> open
+	// 0 called: connection refused -> closed
+	// 1 called: connection refused -> closed
+	// 2 called: connection refused -> closed
+	// 3 called: connection refused -> closed
+	// 4 called: connection refused -> open
 	// 5 rejected without calling
 }

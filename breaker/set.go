@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,7 +30,6 @@ func gaugeValue(s State) float64 {
 // order is breaker, then set; the set never takes a breaker's lock.
 type Set struct {
 	cfg    Config
-	now    func() time.Time
 	logger *slog.Logger
 
 	state       *prometheus.GaugeVec
@@ -41,26 +39,22 @@ type Set struct {
 	breakers map[string]*Breaker
 }
 
-// NewSet returns an empty Set. now is the clock for every breaker. Metrics
-// are registered on reg (nil: not registered); logger (nil: discarded)
-// receives one line per transition. It returns an error if cfg is invalid,
-// now is nil or the metrics cannot be registered.
+// NewSet returns an empty Set. Metrics are registered on reg (nil: not
+// registered); logger (nil: discarded) receives one line per transition. It
+// returns an error if cfg is invalid or the metrics cannot be registered.
 //
 // Metrics: weir_breaker_state{name} is 0 closed, 1 half_open, 2 open;
 // weir_breaker_transitions_total{name,to} counts transitions into each
 // state.
-func NewSet(cfg Config, now func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Set, error) {
+func NewSet(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Set, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if now == nil {
-		return nil, fmt.Errorf("breaker: a clock is required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Set{
-		cfg: cfg, now: now, logger: logger,
+		cfg: cfg, logger: logger,
 		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "weir_breaker_state",
 			Help: "Circuit breaker state per dependency: 0 closed, 1 half_open, 2 open.",
@@ -97,8 +91,9 @@ func (s *Set) Get(name string) *Breaker {
 	if b, ok := s.breakers[name]; ok {
 		return b
 	}
-	b = New(name, s.cfg, s.now, nil)
-	b.onChange = func(name string, from, to State) { s.changed(b, from, to) }
+	// The config was validated by NewSet, so New cannot fail; b is assigned
+	// before any transition can call changed.
+	b, _ = New(name, s.cfg, func(_ string, from, to State) { s.changed(b, from, to) })
 	s.breakers[name] = b
 	s.state.WithLabelValues(name).Set(gaugeValue(Closed))
 	return b

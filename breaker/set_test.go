@@ -11,16 +11,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func newTestSet(t *testing.T) (*Set, *fakeClock, *prometheus.Registry, *bytes.Buffer) {
+func newTestSet(t *testing.T) (*Set, *prometheus.Registry, *bytes.Buffer) {
 	t.Helper()
-	clk := newFakeClock()
 	reg := prometheus.NewPedanticRegistry()
 	var logs bytes.Buffer
-	s, err := NewSet(cfg(2, time.Second, 1), clk.now, slog.New(slog.NewTextHandler(&logs, nil)), reg)
+	s, err := NewSet(cfg(2, shortOpen, 1), slog.New(slog.NewTextHandler(&logs, nil)), reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, clk, reg, &logs
+	return s, reg, &logs
 }
 
 func wantMetrics(t *testing.T, reg *prometheus.Registry, want string) {
@@ -41,14 +40,12 @@ func TestNewSet_errors(t *testing.T) {
 	tests := []struct {
 		name string
 		cfg  Config
-		now  func() time.Time
 		reg  func() prometheus.Registerer
 	}{
-		{"invalid config", Config{}, time.Now, func() prometheus.Registerer { return nil }},
-		{"nil clock", DefaultConfig(), nil, func() prometheus.Registerer { return nil }},
-		{"registered twice", DefaultConfig(), time.Now, func() prometheus.Registerer {
+		{"invalid config", Config{}, func() prometheus.Registerer { return nil }},
+		{"registered twice", DefaultConfig(), func() prometheus.Registerer {
 			reg := prometheus.NewRegistry()
-			if _, err := NewSet(DefaultConfig(), time.Now, nil, reg); err != nil {
+			if _, err := NewSet(DefaultConfig(), nil, reg); err != nil {
 				t.Fatal(err)
 			}
 			return reg
@@ -56,7 +53,7 @@ func TestNewSet_errors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := NewSet(tc.cfg, tc.now, nil, tc.reg()); err == nil {
+			if _, err := NewSet(tc.cfg, nil, tc.reg()); err == nil {
 				t.Error("NewSet succeeded, want an error")
 			}
 		})
@@ -64,7 +61,7 @@ func TestNewSet_errors(t *testing.T) {
 }
 
 func TestNewSet_nilLoggerAndRegistry(t *testing.T) {
-	s, err := NewSet(cfg(1, time.Second, 1), newFakeClock().now, nil, nil)
+	s, err := NewSet(cfg(1, time.Hour, 1), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +70,7 @@ func TestNewSet_nilLoggerAndRegistry(t *testing.T) {
 }
 
 func TestSet_Get_samePerName(t *testing.T) {
-	s, _, _, _ := newTestSet(t)
+	s, _, _ := newTestSet(t)
 	a, b := s.Get("a"), s.Get("b")
 	if a == b {
 		t.Fatal("different names share a breaker")
@@ -88,7 +85,7 @@ func TestSet_Get_samePerName(t *testing.T) {
 }
 
 func TestSet_metrics(t *testing.T) {
-	s, clk, reg, logs := newTestSet(t)
+	s, reg, logs := newTestSet(t)
 	a := s.Get("redis-a")
 	s.Get("peer-b")
 	wantMetrics(t, reg, `
@@ -96,14 +93,14 @@ weir_breaker_state{name="peer-b"} 0
 weir_breaker_state{name="redis-a"} 0
 `)
 
-	trip(t, a)
+	trip(t, a, 2)
 	wantMetrics(t, reg, `
 weir_breaker_state{name="peer-b"} 0
 weir_breaker_state{name="redis-a"} 2
 weir_breaker_transitions_total{name="redis-a",to="open"} 1
 `)
 
-	clk.advance(time.Second)
+	waitHalfOpen(t, a)
 	done, err := a.Allow()
 	if err != nil {
 		t.Fatal(err)
@@ -136,9 +133,9 @@ weir_breaker_transitions_total{name="redis-a",to="open"} 1
 }
 
 func TestSet_Forget(t *testing.T) {
-	s, clk, reg, _ := newTestSet(t)
+	s, reg, _ := newTestSet(t)
 	old := s.Get("peer-b")
-	trip(t, old)
+	trip(t, old, 2)
 	s.Get("redis-a")
 	s.Forget("peer-b")
 	wantMetrics(t, reg, `
@@ -149,8 +146,7 @@ weir_breaker_state{name="redis-a"} 0
 	}
 
 	// The old breaker still works but is no longer exported.
-	wantRejected(t, old)
-	clk.advance(time.Second)
+	waitHalfOpen(t, old)
 	call(t, old, nil)
 	wantState(t, old, Closed)
 	wantMetrics(t, reg, `

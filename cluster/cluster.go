@@ -39,13 +39,15 @@ type Config struct {
 	// may have decided its groups, so it reloads them (see freeze.go).
 	// Keep it well below the gossip failure-detection time.
 	FreezeLimit time.Duration
+	// Forward tunes how long a forward waits for a slow owner (forward.go).
+	Forward ForwardConfig
 }
 
 // DefaultConfig returns timeouts of a few milliseconds for the decision
 // path and seconds for hand-off.
 func DefaultConfig() Config {
 	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, StrictTimeout: 20 * time.Millisecond, MaxStrictBatch: 256,
-		FreezeLimit: time.Second}
+		FreezeLimit: time.Second, Forward: DefaultForwardConfig()}
 }
 
 // Validate reports whether c is usable. It changes nothing.
@@ -58,7 +60,7 @@ func (c Config) Validate() error {
 	case c.MaxStrictBatch <= 0:
 		return errors.New("cluster: max strict batch must be positive")
 	}
-	return nil
+	return c.Forward.Validate()
 }
 
 // WriteBehind persists TATs in the background (*writebehind.Writer).
@@ -103,6 +105,7 @@ type Cluster struct {
 	born     time.Time
 	lastBeat atomic.Int64
 	beating  atomic.Bool // RunHeartbeat is running
+	rtt      rttTable    // owners' observed round trips (forward.go)
 }
 
 var (
@@ -181,38 +184,6 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 	copy(out, res.Results)
 	c.repay(owner, r.Now)
 	return res.Overall, nil
-}
-
-func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer.Result, error) {
-	addr := (*c.addrs.Load())[owner]
-	if addr == "" {
-		return peer.Result{}, fmt.Errorf("cluster: no address for owner %q", owner)
-	}
-	done, err := c.guard(addr)
-	if err != nil {
-		return peer.Result{}, fmt.Errorf("cluster: owner %s: %w", owner, err)
-	}
-	res, err := c.deps.Forwarder.Decide(ctx, addr, it)
-	done(blame(ctx, err))
-	return res, err
-}
-
-// guard asks the named breaker whether a call may be made. Without
-// breakers every call may.
-func (c *Cluster) guard(name string) (done func(error), err error) {
-	if c.deps.Breakers == nil {
-		return func(error) {}, nil
-	}
-	return c.deps.Breakers.Get(name).Allow()
-}
-
-// blame is the error a breaker should count: none when the caller's own
-// context ended, since that says nothing about the dependency.
-func blame(ctx context.Context, err error) error {
-	if err != nil && ctx.Err() != nil {
-		return nil
-	}
-	return err
 }
 
 // HandleDecide answers work forwarded by peers: it decides the items this

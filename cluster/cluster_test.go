@@ -322,7 +322,7 @@ func TestCluster_breakerTurnsDeadOwnerIntoFastFallback(t *testing.T) {
 		other = "node-1"
 	}
 	bcfg := breaker.DefaultConfig()
-	set, err := breaker.NewSet(bcfg, time.Now, nil, nil)
+	set, err := breaker.NewSet(bcfg, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +340,13 @@ func TestCluster_breakerTurnsDeadOwnerIntoFastFallback(t *testing.T) {
 		return dec, time.Since(start)
 	}
 	tc.nodes[other].cluster.deps.Forwarder = timeoutForwarder{tc.net.Forwarder(other), 5 * time.Millisecond}
-	for range bcfg.FailureThreshold {
+	for range bcfg.ConsecutiveFailures {
 		if d, _ := decideWithin(time.Second); d.Fallback == nil || d.Fallback.Reason != "owner_unreachable" {
 			t.Fatalf("%+v", d)
 		}
 	}
 	if got := set.Get(owner).State(); got != breaker.Open {
-		t.Fatalf("breaker %s after %d timeouts", got, bcfg.FailureThreshold)
+		t.Fatalf("breaker %s after %d timeouts", got, bcfg.ConsecutiveFailures)
 	}
 	d, took := decideWithin(time.Second)
 	if d.Fallback == nil || took > 5*time.Millisecond {

@@ -8,7 +8,11 @@
 // owner through a peer.Forwarder. An owner that no longer owns a group says
 // so and names the owner it believes in; the sender retries there once. An
 // owner that cannot be reached yields an *limiter.UnavailableError, so the
-// limiter applies the limits' failure policy and flags the decision.
+// limiter applies the limits' failure policy and flags the decision. A slow
+// owner is not an unreachable one: a forward waits until its caller's
+// deadline less a reserve (ForwardConfig), and only refused connections and
+// timeouts of the owner's own latency budget count against its breaker
+// (forward.go).
 //
 // Owners decide `fast` limits in memory (memstore) and persist every changed
 // TAT to Redis write-behind; before its first decision on a key an owner

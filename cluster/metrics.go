@@ -19,6 +19,9 @@ type metrics struct {
 	// (op="store_tats"): this package counts op="load_tats" (one GET per
 	// key) and op="decide_strict" (one script call per decision).
 	redisCommands *prometheus.CounterVec
+	// forwardTimeouts counts forwards that ended without an answer by
+	// whom forward.go blamed: owner, caller or local_stall.
+	forwardTimeouts *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -48,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "weir_rejoins_total", Help: "Times this node rejoined after seeing at most half of the cluster (the small side of a split); each time it reloaded its in-memory state from Redis.",
 		}),
 	}
+	m.forwardTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "weir_forward_timeouts_total",
+		Help: "Forwards to an owner that ended without an answer, by blame: owner (its latency budget ran out; counts against its breaker), caller (the caller's deadline bounded the wait), local_stall (this node was descheduled past the deadline).",
+	}, []string{"blame"})
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_redis_commands_total", Help: "Redis commands sent, by operation.",
 	}, []string{"op"})
@@ -58,6 +65,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	if err := reg.Register(m.forwardTimeouts); err != nil {
+		return nil, err
 	}
 	if err := reg.Register(m.redisCommands); err != nil {
 		var already prometheus.AlreadyRegisteredError

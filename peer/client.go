@@ -96,15 +96,8 @@ func (c *Client) decide(ctx context.Context, addr string, it Item) (Result, erro
 	defer cancel()
 	cl := &call{ctx: tctx, item: itemToProto(it), done: make(chan answer, 1)}
 	p.enqueue(cl)
-	select {
-	case a := <-cl.done:
-		if !errors.Is(a.err, context.DeadlineExceeded) {
-			return a.result, a.err
-		}
-		// The RPC's deadline is the latest of its batch, so ours has passed
-		// too, even if our context's timer has not fired yet.
-		<-tctx.Done()
-	case <-tctx.Done():
+	if a, ok := await(tctx, cl.done); ok {
+		return a.result, a.err
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
@@ -167,4 +160,30 @@ func (c *Client) Close() error {
 		}
 	})
 	return c.closeErr
+}
+
+// await waits for done's answer or for tctx to end. It reports ok with the
+// answer unless the answer is a deadline error or tctx ended first with no
+// answer waiting.
+func await(tctx context.Context, done <-chan answer) (answer, bool) {
+	select {
+	case a := <-done:
+		if !errors.Is(a.err, context.DeadlineExceeded) {
+			return a, true
+		}
+		// The RPC's deadline is the latest of its batch, so ours has passed
+		// too, even if our context's timer has not fired yet.
+		<-tctx.Done()
+	case <-tctx.Done():
+		// Both may be ready after this process was descheduled, and select
+		// picks at random: an answer that arrived is never thrown away.
+		select {
+		case a := <-done:
+			if a.err == nil {
+				return a, true
+			}
+		default:
+		}
+	}
+	return answer{}, false
 }

@@ -387,3 +387,21 @@ func hang(t *testing.T) chan struct{} {
 	gate, _ := newGate(t)
 	return gate
 }
+
+// An answer that is waiting when the deadline is noticed (the process was
+// descheduled while both arrived) is returned, not reported as a timeout.
+func TestAwait_answerReadyWithDeadline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 200 {
+		done := make(chan answer, 1)
+		done <- answer{result: Result{NotOwner: "n2"}}
+		a, ok := await(ctx, done)
+		if !ok || a.result.NotOwner != "n2" {
+			t.Fatalf("try %d: await = %+v, %v; want the waiting answer", i, a, ok)
+		}
+	}
+	if _, ok := await(ctx, make(chan answer, 1)); ok {
+		t.Fatal("await reported an answer when none arrived")
+	}
+}

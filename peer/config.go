@@ -11,8 +11,11 @@ import (
 const (
 	// DefaultMaxBatch is the most items sent in one RPC.
 	DefaultMaxBatch = 128
-	// DefaultTimeout bounds one forward on top of the caller's context.
-	DefaultTimeout = 20 * time.Millisecond
+	// DefaultTimeout bounds one forward on top of the caller's context. It
+	// is a ceiling, not the usual wait: the cluster derives each forward's
+	// deadline from its caller's (see cluster.ForwardConfig), so a slow
+	// owner is waited for as long as the caller can afford.
+	DefaultTimeout = time.Second
 	// DefaultMaxInFlight is the number of concurrent RPCs per peer; see the
 	// package documentation for how it was chosen.
 	DefaultMaxInFlight = 1
@@ -38,8 +41,10 @@ type ClientConfig struct {
 	MaxInFlight int
 
 	// Timeout is the ceiling on one forward, applied inside the caller's
-	// context: the earlier deadline wins. Forwarding sits in the request
-	// path, so keep it a small multiple of a round trip within the cluster.
+	// context: the earlier deadline wins. The caller's context is meant to
+	// carry the real budget (cluster derives it from its own caller's
+	// deadline and the owner's latency); a short Timeout here would turn a
+	// slow owner into failures that no caller asked for.
 	Timeout time.Duration
 
 	// LocalName is this node's name, sent with every request so the owner

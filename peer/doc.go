@@ -51,7 +51,9 @@
 // # Deadlines
 //
 // Every forward ends by the earlier of the caller's deadline and
-// ClientConfig.Timeout, even if the peer hangs (frozen process, partition):
+// ClientConfig.Timeout (a 1s ceiling by default: the caller's context is
+// meant to carry the real budget, which the cluster derives from its own
+// caller's deadline), even if the peer hangs (frozen process, partition):
 // the caller stops waiting at once and gets ctx.Err() or ErrTimeout. The RPC
 // carrying a batch runs until the latest deadline among its items, so no
 // caller is cut short by another. An item whose caller gave up while it was

@@ -66,7 +66,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
 	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
-	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
+	dur(&c.ForwardTimeout, "forward-timeout", time.Second, "ceiling on one forward to a group's owner; a forward normally ends sooner, at the caller's deadline less a reserve (see docs/architecture.md, Slow is not dead)")
 	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
 	c.security.flags(fs, str, env.boolean)
 	if err := env.err(); err != nil {

@@ -39,7 +39,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
 	st := &state{now: time.Now, mem: mem}
-	breakers, err := breaker.NewSet(breaker.DefaultConfig(), time.Now, n.logger, reg)
+	breakers, err := breaker.NewSet(breaker.DefaultConfig(), n.logger, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -70,6 +70,8 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	ccfg.LocalName = cfg.NodeName
 	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout
 	ccfg.FreezeLimit = cfg.FreezeLimit
+	ccfg.Forward.MaxTimeout = cfg.ForwardTimeout
+	ccfg.Forward.MinTimeout = min(ccfg.Forward.MinTimeout, cfg.ForwardTimeout)
 	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,231 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/breaker"
+	"github.com/weirhq/weir/peer"
+)
+
+// A slow owner is not a dead one. A forward waits for the owner as long as
+// its caller's deadline allows, keeping back a reserve for the fallback
+// decision; with no caller deadline it waits a timeout derived from the
+// owner's observed round trips. Only failures that say something about the
+// owner reach its breaker: a refused or broken connection, or a timeout of
+// the owner's own latency budget. A timeout that the caller's deadline
+// bounded, and one this node noticed late because it was itself
+// descheduled, are excused. docs/architecture.md ("Slow is not dead")
+// explains the rules for operators.
+
+// ForwardConfig tunes how long a non-owner waits for a group's owner.
+type ForwardConfig struct {
+	// MinReserve is the least time kept back from the caller's deadline for
+	// the fallback decision after a forward that did not answer. Default
+	// 2ms.
+	MinReserve time.Duration
+	// ReserveFraction is the share of the caller's remaining time kept back
+	// when that is more than MinReserve, so that a starved node still has
+	// time to fall back. Default 0.2; must be in [0, 1).
+	ReserveFraction float64
+	// MinTimeout floors the wait of a caller without a deadline, which is
+	// otherwise the owner's smoothed round trip plus four deviations (as
+	// TCP's retransmission timeout). Default 20ms.
+	MinTimeout time.Duration
+	// MaxTimeout is the longest any forward waits, whatever the caller's
+	// deadline. Default 1s.
+	MaxTimeout time.Duration
+	// StallTolerance is how much later than its deadline a timed-out
+	// forward may return before this node counts itself stalled
+	// (descheduled, CPU-throttled, paused by GC) and excuses the owner.
+	// Default 5ms.
+	StallTolerance time.Duration
+}
+
+// DefaultForwardConfig returns MinReserve 2ms, ReserveFraction 0.2,
+// MinTimeout 20ms, MaxTimeout 1s, StallTolerance 5ms.
+func DefaultForwardConfig() ForwardConfig {
+	return ForwardConfig{MinReserve: 2 * time.Millisecond, ReserveFraction: 0.2, MinTimeout: 20 * time.Millisecond,
+		MaxTimeout: time.Second, StallTolerance: 5 * time.Millisecond}
+}
+
+// Validate reports whether c is usable. It changes nothing.
+func (c ForwardConfig) Validate() error {
+	switch {
+	case c.MinReserve < 0 || c.StallTolerance < 0:
+		return errors.New("cluster: forward reserve and stall tolerance must not be negative")
+	case !(c.ReserveFraction >= 0 && c.ReserveFraction < 1):
+		return fmt.Errorf("cluster: forward reserve fraction %v outside [0, 1)", c.ReserveFraction)
+	case c.MinTimeout <= 0 || c.MaxTimeout < c.MinTimeout:
+		return fmt.Errorf("cluster: forward timeouts need 0 < min (%s) <= max (%s)", c.MinTimeout, c.MaxTimeout)
+	}
+	return nil
+}
+
+// errNoTimeToForward is returned when the caller's deadline leaves nothing
+// after the reserve: the caller falls back without asking the owner.
+var errNoTimeToForward = errors.New("cluster: no time left to forward before the caller's deadline")
+
+// forward sends it to owner within a budget derived from ctx and the
+// owner's observed latency, and reports the outcome to owner's breaker.
+func (c *Cluster) forward(ctx context.Context, owner string, it peer.Item) (peer.Result, error) {
+	addr := (*c.addrs.Load())[owner]
+	if addr == "" {
+		return peer.Result{}, fmt.Errorf("cluster: no address for owner %q", owner)
+	}
+	start := time.Now()
+	budget, callerBound := c.forwardBudget(ctx, addr, start)
+	if budget <= 0 {
+		return peer.Result{}, errNoTimeToForward
+	}
+	done, err := c.guard(addr)
+	if err != nil {
+		return peer.Result{}, fmt.Errorf("cluster: owner %s: %w", owner, err)
+	}
+	// The deadline is fixed from start, so that a stall anywhere after it
+	// shows up in took (and is excused), never as a forward that expired at
+	// once or one that outlives its caller's deadline less the reserve.
+	fctx, cancel := context.WithDeadline(ctx, start.Add(budget))
+	defer cancel()
+	res, err := c.deps.Forwarder.Decide(fctx, addr, it)
+	done(c.forwardBlame(ctx, fctx, addr, err, time.Since(start), budget, callerBound))
+	return res, err
+}
+
+// forwardBudget is how long after now a forward to addr may wait: until
+// the caller's deadline less the reserve (callerBound true), or, without a
+// deadline or when that is further away, the owner's latency-derived
+// timeout capped at MaxTimeout.
+func (c *Cluster) forwardBudget(ctx context.Context, addr string, now time.Time) (budget time.Duration, callerBound bool) {
+	fc := c.cfg.Forward
+	d, ok := ctx.Deadline()
+	if !ok {
+		return c.rtt.timeout(addr, fc.MinTimeout, fc.MaxTimeout), false
+	}
+	left := d.Sub(now)
+	left -= max(fc.MinReserve, time.Duration(float64(left)*fc.ReserveFraction))
+	if left >= fc.MaxTimeout {
+		return fc.MaxTimeout, false
+	}
+	return left, true
+}
+
+// forwardBlame is the outcome owner's breaker should count for a forward
+// that took took of its budget, and feeds the owner's latency estimate.
+func (c *Cluster) forwardBlame(ctx, fctx context.Context, addr string, err error, took, budget time.Duration, callerBound bool) error {
+	switch {
+	case err == nil:
+		c.rtt.observe(addr, took)
+		return nil
+	case ctx.Err() != nil:
+		c.metrics.forwardTimeouts.WithLabelValues("caller").Inc()
+		return fmt.Errorf("caller ended: %w", breaker.ErrExcused)
+	case errors.Is(err, peer.ErrClosed) || errors.Is(err, peer.ErrForgotten):
+		return fmt.Errorf("%w: %w", breaker.ErrExcused, err) // this node dropped the peer
+	case fctx.Err() == nil:
+		return err // refused, reset, unavailable, or the transport's own timeout
+	case took-budget > c.cfg.Forward.StallTolerance:
+		c.metrics.forwardTimeouts.WithLabelValues("local_stall").Inc()
+		return fmt.Errorf("noticed the deadline %s late: %w", took-budget, breaker.ErrExcused)
+	case callerBound:
+		// The owner may be slow, not dead; what it took is at least budget.
+		c.rtt.atLeast(addr, took)
+		c.metrics.forwardTimeouts.WithLabelValues("caller").Inc()
+		return fmt.Errorf("caller's deadline bounded the wait: %w", breaker.ErrExcused)
+	default:
+		// The owner's own budget ran out. Back off as TCP does: the next
+		// caller without a deadline waits twice as long.
+		c.rtt.atLeast(addr, 2*took)
+		c.metrics.forwardTimeouts.WithLabelValues("owner").Inc()
+		return err
+	}
+}
+
+// guard asks the named breaker whether a call may be made. Without
+// breakers every call may.
+func (c *Cluster) guard(name string) (done func(error), err error) {
+	if c.deps.Breakers == nil {
+		return func(error) {}, nil
+	}
+	return c.deps.Breakers.Get(name).Allow()
+}
+
+// blame is the outcome a breaker should count for a call under ctx: the
+// call is excused when the caller's own context ended, since that says
+// nothing about the dependency.
+func blame(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("caller ended: %w", breaker.ErrExcused)
+	}
+	return err
+}
+
+// rttTable keeps a smoothed round trip and its mean deviation per peer
+// address (Jacobson's estimator, as in TCP: gains 1/8 and 1/4). It is safe
+// for concurrent use; mu guards the map and every entry.
+type rttTable struct {
+	mu    sync.Mutex
+	peers map[string]*rtt
+}
+
+type rtt struct{ srtt, rttvar time.Duration }
+
+// maxPeersTracked bounds the table, which is never pruned as peers leave:
+// when it is full it starts over, and every estimate restarts from
+// MinTimeout. Clusters are far smaller, so only address churn fills it.
+const maxPeersTracked = 1024
+
+// observe records a round trip of d to addr.
+func (t *rttTable) observe(addr string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observeLocked(addr, d)
+}
+
+func (t *rttTable) observeLocked(addr string, d time.Duration) {
+	e := t.entryLocked(addr)
+	if e == nil {
+		t.peers[addr] = &rtt{srtt: d, rttvar: d / 2}
+		return
+	}
+	diff := e.srtt - d
+	if diff < 0 {
+		diff = -diff
+	}
+	e.rttvar += (diff - e.rttvar) / 4
+	e.srtt += (d - e.srtt) / 8
+}
+
+// atLeast records that a round trip to addr took at least d (the forward
+// timed out after d): it moves the estimate only up.
+func (t *rttTable) atLeast(addr string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.entryLocked(addr); e == nil || d > e.srtt {
+		t.observeLocked(addr, d)
+	}
+}
+
+// timeout is the wait for addr's answer by a caller without a deadline:
+// smoothed round trip plus four deviations, within [lo, hi].
+func (t *rttTable) timeout(addr string, lo, hi time.Duration) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entryLocked(addr)
+	if e == nil {
+		return lo
+	}
+	return min(max(e.srtt+4*e.rttvar, lo), hi)
+}
+
+// entryLocked returns addr's entry, nil when there is none, making room
+// for one. t.mu must be held.
+func (t *rttTable) entryLocked(addr string) *rtt {
+	if t.peers == nil || len(t.peers) >= maxPeersTracked {
+		t.peers = make(map[string]*rtt)
+	}
+	return t.peers[addr]
+}
