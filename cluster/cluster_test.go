@@ -471,6 +471,13 @@ func TestCluster_cutOffOwnerReloadsWhenTheSplitHeals(t *testing.T) {
 	if d := tc.decide(owner, kv); !d.Allowed {
 		t.Fatalf("first decision denied: %+v", d)
 	}
+	// The owner's write-behind persists that decision before the split (in
+	// a real cluster its flush interval passes long before failure
+	// detection ends). Without this the majority may load the key before
+	// the owner's flusher ran, and legitimately grant the whole burst again.
+	if err := tc.nodes[owner].wb.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Split: the owner alone on one side, the other two on the other.
 	var others []string
 	majority := map[string]string{}
