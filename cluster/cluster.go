@@ -80,6 +80,9 @@ type Deps struct {
 	// each peer (breaker named by its address), so a dead dependency costs
 	// one fast failure instead of a timeout per request.
 	Breakers *breaker.Set
+	// Now is the clock freeze detection measures gaps on (see freeze.go);
+	// nil means time.Now. Tests pass a fake one.
+	Now func() time.Time
 }
 
 // Cluster routes decisions to owners and decides for the groups it owns.
@@ -95,11 +98,17 @@ type Cluster struct {
 	// small side of a split; see rejoinedLocked.
 	mostMembers int
 	cutOff      bool
-	// born and lastBeat (nanoseconds since born, monotonic) are the
-	// heartbeat that finds freezes.
+	// born and lastBeat (nanoseconds since born, on now) are the
+	// heartbeat that finds freezes; thawing is set from finding one until
+	// the heartbeat has reloaded, and thawNow asks the heartbeat to start.
+	now      func() time.Time
 	born     time.Time
 	lastBeat atomic.Int64
 	beating  atomic.Bool // RunHeartbeat is running
+	thawing  atomic.Bool
+	thawNow  chan struct{}
+	// loadTATs reads persisted TATs (deps.Redis.LoadTATs; tests wrap it).
+	loadTATs func(ctx context.Context, keys []string) ([]int64, error)
 }
 
 var (
@@ -126,10 +135,15 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, born: time.Now()}
+	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, now: deps.Now, thawNow: make(chan struct{}, 1)}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.born = c.now()
 	c.addrs.Store(&map[string]string{})
 	if deps.Redis != nil {
 		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)
+		c.loadTATs = deps.Redis.LoadTATs
 	}
 	return c, nil
 }
@@ -265,12 +279,12 @@ func replyContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // inMemory reports whether it can be decided from memory alone, with
 // decideHeld: any item when there is no Redis; otherwise a fast item whose
 // keys this node holds, unless the node has just been frozen (decideLocal
-// reloads then).
+// falls back until the heartbeat has reloaded).
 func (c *Cluster) inMemory(it *peer.Item) bool {
 	if c.deps.Redis == nil {
 		return true
 	}
-	if (it.Strict && c.strict != nil) || c.frozen() {
+	if (it.Strict && c.strict != nil) || c.thawPending() {
 		return false
 	}
 	for _, k := range it.Keys {
@@ -342,20 +356,36 @@ func (c *Cluster) Handoff(ctx context.Context) {
 	c.dropLocked(ctx, func(string) bool { return true })
 }
 
+// dropLocked flushes the pending TATs of the lost keys, drops the keys
+// from memory, and flushes again. Dropping advances the memory's epoch, so
+// decisions already past their ownership check cannot re-create a dropped
+// key (see decideLocal); the second flush sends what decisions admitted
+// between the first flush and the drop. The first flush comes before the
+// drop so that, when this node keeps ownership (a thaw, a rejoin), its
+// next load already sees its own latest TATs. Both flushes share
+// HandoffTimeout.
 func (c *Cluster) dropLocked(ctx context.Context, lost func(key string) bool) {
-	start := time.Now()
-	if wb := c.deps.WriteBehind; wb != nil {
-		fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
-		err := wb.FlushKeys(fctx, lost)
-		cancel()
-		if err != nil {
-			c.metrics.handoffErrors.Inc()
-			c.logger.Warn("hand-off flush incomplete; the new owner may see older TATs", "err", err)
-		}
-	}
+	start := c.now()
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
+	defer cancel()
+	err := c.flushKeys(fctx, lost)
 	n := c.deps.Mem.DeleteFunc(lost)
+	if err == nil {
+		err = c.flushKeys(fctx, lost)
+	}
+	if err != nil {
+		c.metrics.handoffErrors.Inc()
+		c.logger.Warn("hand-off flush incomplete; the new owner may see older TATs", "err", err)
+	}
 	c.metrics.handedOff.Add(float64(n))
 	if n > 0 {
-		c.logger.Info("handed off keys", "keys", n, "took", time.Since(start))
+		c.logger.Info("handed off keys", "keys", n, "took", c.now().Sub(start))
 	}
+}
+
+func (c *Cluster) flushKeys(ctx context.Context, match func(key string) bool) error {
+	if c.deps.WriteBehind == nil {
+		return nil
+	}
+	return c.deps.WriteBehind.FlushKeys(ctx, match)
 }
