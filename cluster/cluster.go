@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,10 +95,10 @@ type Cluster struct {
 	addrs   atomic.Pointer[map[string]string] // member name -> peer address
 	strict  *strictQueue
 	mu      sync.Mutex // serialises SetMembers, Handoff and thawing
-	// mostMembers and cutOff (under mu) notice this node being on the
-	// small side of a split; see rejoinedLocked.
-	mostMembers int
-	cutOff      bool
+	// failed and cutOff (under mu) notice this node being on the small
+	// side of a split; see rejoinedLocked.
+	failed map[string]bool
+	cutOff bool
 	// born and lastBeat (nanoseconds since born, on now) are the
 	// heartbeat that finds freezes; thawing is set from finding one until
 	// the heartbeat has reloaded, and thawNow asks the heartbeat to start.
@@ -306,11 +307,36 @@ func (c *Cluster) owner(group string) string {
 // SetMembers installs a new membership (name -> peer gRPC address), rebuilds
 // the ring and hands off the groups this node no longer owns: their pending
 // TATs are flushed to Redis and their keys dropped from memory, so a later
-// return of ownership reloads them.
+// return of ownership reloads them. Members that disappear are taken to
+// have left on purpose; use SetMembersFailed when the caller knows which
+// failed. Members that reappear stop counting as failed.
 func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.setMembersLocked(ctx, members, slices.Collect(maps.Keys(c.failed)))
+}
+
+// SetMembersFailed is SetMembers for a caller that also knows which members
+// failed — were declared dead, as on the far side of a split — rather than
+// left gracefully (membership.Membership.Failed). Only failures count
+// towards noticing that this node was cut off from most of the cluster
+// (see rejoinedLocked), so a planned scale-down does not make the next join
+// reload every key.
+func (c *Cluster) SetMembersFailed(ctx context.Context, members map[string]string, failed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setMembersLocked(ctx, members, failed)
+}
+
+func (c *Cluster) setMembersLocked(ctx context.Context, members map[string]string, failed []string) {
+	c.failed = make(map[string]bool, len(failed))
+	for _, name := range failed {
+		if _, alive := members[name]; !alive {
+			c.failed[name] = true
+		}
+	}
 	old := *c.addrs.Load()
+	rejoined := c.rejoinedLocked(len(old), len(members))
 	if maps.Equal(old, members) {
 		return
 	}
@@ -325,7 +351,7 @@ func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 	}
 	c.metrics.ringChanges.Inc()
 	c.logger.Info("ring changed", "members", len(names))
-	if c.rejoinedLocked(len(old), len(members)) {
+	if rejoined {
 		// This node was on the small side of a split: the other side may
 		// have decided the groups it kept, from Redis. Reload them all.
 		c.metrics.rejoins.Inc()
@@ -337,14 +363,15 @@ func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 }
 
 // rejoinedLocked tracks whether this node is cut off from most of the
-// cluster — it sees at most half of the most members it has seen — and
+// cluster — the members it sees are no more than those that failed — and
 // reports true when the ring grows again after that. While cut off, the
 // majority side declares this node dead and decides its groups from Redis,
-// so what this node kept in memory may be behind.
+// so what this node kept in memory may be behind. Members that left on
+// purpose do not count: they handed their groups off, and nobody decided
+// this node's groups behind its back.
 func (c *Cluster) rejoinedLocked(before, after int) bool {
-	c.mostMembers = max(c.mostMembers, after)
 	rejoined := c.cutOff && after > before
-	c.cutOff = 2*after <= c.mostMembers && after < c.mostMembers
+	c.cutOff = len(c.failed) > 0 && after <= len(c.failed)
 	return rejoined
 }
 

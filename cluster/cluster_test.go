@@ -448,9 +448,10 @@ func TestCluster_cutOffOwnerReloadsWhenTheSplitHeals(t *testing.T) {
 			majority[name] = name
 		}
 	}
-	tc.nodes[owner].cluster.SetMembers(ctx, map[string]string{owner: owner})
+	// Each side's failure detector declares the other side dead.
+	tc.nodes[owner].cluster.SetMembersFailed(ctx, map[string]string{owner: owner}, others)
 	for _, name := range others {
-		tc.nodes[name].cluster.SetMembers(ctx, majority)
+		tc.nodes[name].cluster.SetMembersFailed(ctx, majority, []string{owner})
 	}
 	// The majority spends the rest of the burst and persists it.
 	for range 4 {

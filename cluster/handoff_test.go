@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // A hand-off that lands while an owner is loading a key must not let the
@@ -45,5 +47,39 @@ func TestCluster_handoffDuringLoad_doesNotRecreateTheKey(t *testing.T) {
 	tc.nodes[other].cluster.SetMembers(ctx, map[string]string{other: other})
 	if d := tc.decide(owner, kv); d.Fallback != nil || !d.Allowed {
 		t.Fatalf("after the hand-off: %+v", d)
+	}
+}
+
+// Scaling down on purpose is not a split: after 4 -> 2 graceful leaves the
+// next join must move only the groups the newcomer takes, not make the
+// remaining nodes forget (and reload) every key.
+func TestCluster_scaleDownThenJoin_isNotARejoin(t *testing.T) {
+	tc := newTestCluster(t, 4, true)
+	tc.remove("node-3")
+	tc.remove("node-2")
+	kvs := make([]map[string]string, 8)
+	for i := range kvs {
+		kvs[i] = map[string]string{"tenant": "s" + string(rune('a'+i)), "user": "u1"}
+		if d := tc.decide("node-0", kvs[i]); !d.Allowed || d.Fallback != nil {
+			t.Fatalf("before the join: %+v", d)
+		}
+	}
+	held := func(name string) int { return tc.nodes[name].cluster.deps.Mem.Len() }
+	before := held("node-0") + held("node-1")
+	tc.add("node-new")
+	tc.sync()
+	for _, name := range []string{"node-0", "node-1"} {
+		if got := testutil.ToFloat64(tc.nodes[name].cluster.metrics.rejoins); got != 0 {
+			t.Fatalf("%s counted %v rejoins after a planned scale-down and a join", name, got)
+		}
+	}
+	moved := 0
+	for _, kv := range kvs {
+		if tc.nodes["node-0"].cluster.owner(kv["tenant"]) == "node-new" {
+			moved += 2 // per-user and per-tenant keys
+		}
+	}
+	if after := held("node-0") + held("node-1"); after != before-moved {
+		t.Fatalf("the old nodes hold %d keys after the join, want %d (%d before, %d moved)", after, before-moved, before, moved)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -47,6 +48,10 @@ type Membership struct {
 	seeds    []string
 	interval time.Duration
 	changes  chan struct{}
+	joined   atomic.Bool   // a join of the seeds has succeeded
+	forget   time.Duration // cfg.FailedMemory
+	meta     meta          // what this node gossips about itself
+	delegate *delegate
 
 	loopCtx      context.Context // ends when the rejoin loop must stop
 	stopRejoin   context.CancelFunc
@@ -61,10 +66,12 @@ type Membership struct {
 		sync.Mutex
 		shutdown bool
 	}
-	// mu guards the member table that event callbacks maintain.
+	// mu guards the member table that event callbacks maintain, and the
+	// members declared dead (name -> when), see Failed.
 	mu struct {
 		sync.Mutex
 		members map[string]Member
+		failed  map[string]time.Time
 	}
 }
 
@@ -87,15 +94,19 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.
 		seeds:    slices.Clone(cfg.Join),
 		interval: cfg.RejoinInterval,
 		changes:  make(chan struct{}, 1),
+		forget:   cfg.FailedMemory,
 	}
 	m.loopCtx, m.stopRejoin = context.WithCancel(context.Background())
 	m.mu.members = make(map[string]Member)
+	m.mu.failed = make(map[string]time.Time)
 	if err := m.metrics.register(reg); err != nil {
 		m.stopRejoin()
 		return nil, err
 	}
 	mc := cfg.memberlistConfig()
-	mc.Delegate = delegate{meta: encodeMeta(cfg.GRPCAddr, cfg.Region)}
+	m.meta = meta{GRPCAddr: cfg.GRPCAddr, Region: cfg.Region}
+	m.delegate = newDelegate(m.meta.encode())
+	mc.Delegate = m.delegate
 	mc.Events = (*events)(m)
 	mc.Logger = log.New(logWriter{m.logger}, "", 0)
 	list, err := memberlist.Create(mc)
@@ -184,6 +195,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 	if m.life.shutdown {
 		return ErrShutdown
 	}
+	m.announceLeaving(timeout)
 	if err := m.list.Leave(timeout); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
@@ -215,13 +227,17 @@ var _ memberlist.EventDelegate = (*events)(nil)
 
 func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).update(n, true) }
 func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).update(n, true) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).update(n, false) }
+
+// NotifyLeave is called both for a graceful leave (the node announced its
+// own death: StateLeft) and for a failure (others declared it: StateDead).
+func (e *events) NotifyLeave(n *memberlist.Node) { (*Membership)(e).update(n, false) }
 
 // update records an event and signals Changes. memberlist calls it with its
 // node lock held: it must not call into memberlist.
 func (m *Membership) update(n *memberlist.Node, alive bool) {
 	md := decodeMeta(n.Meta)
 	m.mu.Lock()
+	m.noteFailureLocked(n, alive)
 	if alive {
 		m.mu.members[n.Name] = Member{
 			Name:       n.Name,

@@ -52,7 +52,8 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 }
 
 // applyMembers rebuilds the ring from the live members and forgets the
-// connections of members that left.
+// connections of members that left. It tells the cluster which members
+// failed rather than left, so it can recognise a healed split.
 func (n *node) applyMembers(ctx context.Context) {
 	live := map[string]string{}
 	for _, mem := range n.members.Members() {
@@ -69,7 +70,7 @@ func (n *node) applyMembers(ctx context.Context) {
 	}
 	n.mu.peers = live
 	n.mu.Unlock()
-	n.state.cluster.SetMembers(ctx, live)
+	n.state.cluster.SetMembersFailed(ctx, live, n.members.Failed())
 }
 
 // leaveCluster hands this node's groups off: every pending TAT goes to
