@@ -16,7 +16,7 @@
 // Usage:
 //
 //	be, _ := redisbackend.New(rdb, redisbackend.DefaultConfig())
-//	clk := redisclock.New(redisclock.DefaultConfig(), be, time.Now, logger, reg)
+//	clk, err := redisclock.New(redisclock.DefaultConfig(), be, time.Now, logger, reg)
 //	if err := clk.Sync(ctx); err != nil { ... } // before owning any group
 //	go clk.Run(ctx)                              // resample every Interval
 //	now := clk.Now()                             // microseconds, Redis time base

@@ -15,7 +15,7 @@ func TestClock_Sync_realRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redisclock.New(redisclock.DefaultConfig(), be, time.Now, nil, nil)
+	c := mustNew(t, redisclock.DefaultConfig(), be, time.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -40,7 +40,7 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	}
 	cfg := redisclock.DefaultConfig()
 	cfg.Timeout = 20 * time.Millisecond
-	c := redisclock.New(cfg, be, time.Now, nil, nil)
+	c := mustNew(t, cfg, be, time.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}

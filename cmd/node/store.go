@@ -85,7 +85,10 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clock := redisclock.New(redisclock.DefaultConfig(), b, time.Now, n.logger, reg)
+	clock, err := redisclock.New(redisclock.DefaultConfig(), b, time.Now, n.logger, reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := clock.Sync(syncCtx); err != nil {
