@@ -85,7 +85,11 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clock, err := redisclock.New(redisclock.DefaultConfig(), b, time.Now, n.logger, reg)
+	src, err := redisclock.NewClientSource(client) // one pinned server, also on Redis Cluster
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clock, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, n.logger, reg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
