@@ -75,7 +75,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
-	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
+	n.goBackground(func() error {
+		return sweep(bgCtx, cfg.SweepInterval, func() int64 { return st.now().UnixMicro() }, n.sweepers)
+	})
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}

@@ -125,17 +125,23 @@ func newRedisClient(cfg config) redis.UniversalClient {
 	})
 }
 
-// sweep frees rested in-memory keys every interval until ctx ends.
-func sweep(ctx context.Context, every time.Duration, sweepers []func(now int64) int) error {
+// sweep frees rested in-memory keys every interval until ctx ends. Keys
+// are rested when their TAT is at or before now, the time base the TATs
+// are written in (the Redis clock when Redis is configured), never the
+// ticker's wall-clock time: on a node whose clock runs ahead of Redis that
+// would free keys whose quota is still spent, and they would decide as
+// rested.
+func sweep(ctx context.Context, every time.Duration, now func() int64, sweepers []func(now int64) int) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case now := <-t.C:
+		case <-t.C:
+			at := now()
 			for _, s := range sweepers {
-				s(now.UnixMicro())
+				s(at)
 			}
 		}
 	}
