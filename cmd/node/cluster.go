@@ -36,6 +36,7 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.members = m
+	n.state.gossip.Store(m)
 	n.applyMembers(ctx)
 	n.goBackground(func() error {
 		for {

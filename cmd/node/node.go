@@ -131,7 +131,7 @@ func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
 	n.grpc = grpc.NewServer()
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	peer.Register(n.grpc, n.state.cluster)
-	ready := func() error { return nil }
+	ready := n.state.ready
 	n.http = &http.Server{
 		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
 		ReadHeaderTimeout: 5 * time.Second,

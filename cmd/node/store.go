@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
@@ -24,6 +26,12 @@ type state struct {
 	peers    *peer.Client
 	breakers *breaker.Set
 	now      func() time.Time
+	// clock is the Redis time base (nil without Redis); wantGossip says
+	// the node joins a cluster, and gossip holds its membership once
+	// started. ready (ready.go) reads them.
+	clock      *redisclock.Clock
+	wantGossip bool
+	gossip     atomic.Pointer[membership.Membership]
 }
 
 // openState builds owner memory, the optional Redis persistence (backend,
@@ -37,7 +45,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	}, func() float64 { return float64(mem.Len()) }))
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
-	st := &state{now: time.Now}
+	st := &state{now: time.Now, wantGossip: cfg.GossipAddr != ""}
 	breakers, err := breaker.NewSet(breaker.DefaultConfig(), time.Now, n.logger, reg)
 	if err != nil {
 		return nil, err
@@ -51,6 +59,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		}
 		deps.Redis, deps.WriteBehind = b, wb
 		st.now = func() time.Time { return time.UnixMicro(clock.Now()) }
+		st.clock = clock
 	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
 	}
