@@ -26,19 +26,25 @@ func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out 
 	if r.Strict && c.strict != nil {
 		return c.decideStrict(ctx, r, out)
 	}
-	if err := c.checkThawed(); err != nil {
-		return gcra.Result{}, err
-	}
-	agg, err := c.decideOwned(ctx, r, out, true)
-	if errors.Is(err, memstore.ErrStaleEpoch) {
-		agg, err = c.decideOwned(ctx, r, out, true)
+	var (
+		agg gcra.Result
+		err error
+	)
+	for range 2 {
+		if err = c.checkThawed(); err != nil { // a thaw also moves the epoch
+			return gcra.Result{}, err
+		}
+		if agg, err = c.decideOwned(ctx, r, out, true); !errors.Is(err, memstore.ErrStaleEpoch) {
+			break
+		}
 	}
 	return agg, c.staleAsMoving(r.Group, err)
 }
 
 // decideHeld decides a fast r from the TATs in memory (all of r's keys are
 // held, or known missing without Redis) and marks what it admitted for
-// write-behind.
+// write-behind. It does not start over when a drop refuses it: it would
+// have to load, and its callers chose it because nothing needs loading.
 func (c *Cluster) decideHeld(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	agg, err := c.decideOwned(ctx, r, out, false)
 	return agg, c.staleAsMoving(r.Group, err)
