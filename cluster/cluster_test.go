@@ -110,7 +110,9 @@ func (tc *testCluster) add(name string) *testNode {
 	}
 	cfg := DefaultConfig()
 	cfg.LocalName = name
-	cfg.LoadTimeout = time.Second
+	// Generous Redis budgets: these tests judge decisions, not latency, and
+	// a loaded machine under -race overran the 20ms strict default.
+	cfg.LoadTimeout, cfg.StrictTimeout = time.Second, time.Second
 	node.cluster, err = New(cfg, deps, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
