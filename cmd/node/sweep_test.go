@@ -21,7 +21,9 @@ func TestSweep_usesTheTATsTimeBase(t *testing.T) {
 	counted := func(now int64) int { defer sweeps.Add(1); return mem.Sweep(now) }
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- sweep(ctx, time.Millisecond, func() int64 { return redisNow }, []func(int64) int{counted}) }()
+	go func() {
+		done <- sweep(ctx, time.Millisecond, func() int64 { return redisNow }, []func(int64) int{counted})
+	}()
 	waitFor(t, 5*time.Second, func() bool { return sweeps.Load() >= 3 })
 	cancel()
 	<-done
