@@ -195,8 +195,10 @@ func (m *Membership) Leave(ctx context.Context) error {
 	if m.life.shutdown {
 		return ErrShutdown
 	}
-	m.announceLeaving(timeout)
-	if err := m.list.Leave(timeout); err != nil {
+	// Half the budget announces the leave (see Failed), the rest leaves.
+	deadline := time.Now().Add(timeout)
+	m.announceLeaving(timeout / 2)
+	if err := m.list.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	return nil
@@ -228,8 +230,8 @@ var _ memberlist.EventDelegate = (*events)(nil)
 func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).update(n, true) }
 func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).update(n, true) }
 
-// NotifyLeave is called both for a graceful leave (the node announced its
-// own death: StateLeft) and for a failure (others declared it: StateDead).
+// NotifyLeave is called both for a graceful leave and for a failure, with
+// nothing in n to tell them apart; see noteFailureLocked.
 func (e *events) NotifyLeave(n *memberlist.Node) { (*Membership)(e).update(n, false) }
 
 // update records an event and signals Changes. memberlist calls it with its
