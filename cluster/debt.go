@@ -232,7 +232,8 @@ func (c *Cluster) chargeDebt(ctx context.Context, it *peer.Item) peer.Result {
 			it.Group, len(it.Keys), len(it.Limits), it.Cost, it.Strict)}
 	}
 	r := limiter.StoreRequest{Group: it.Group, Keys: it.Keys, Limits: it.Limits, Now: it.Now}
-	if err := c.ensureLoaded(ctx, &r); err != nil {
+	epoch := c.deps.Mem.Epoch()
+	if err := c.ensureLoaded(ctx, &r, epoch); err != nil {
 		res := peer.Result{Err: err}
 		if ue, ok := errors.AsType[*limiter.UnavailableError](err); ok {
 			res.Reason = ue.Reason
@@ -250,7 +251,7 @@ func (c *Cluster) chargeDebt(ctx context.Context, it *peer.Item) peer.Result {
 			break
 		}
 		r.Cost = n
-		agg, err := c.decideHeld(ctx, &r, out)
+		agg, err := c.decideHeld(ctx, epoch, &r, out)
 		if err != nil {
 			return peer.Result{Err: err}
 		}

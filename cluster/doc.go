@@ -26,7 +26,7 @@
 //	c, _ := cluster.New(cfg, cluster.Deps{Ring: r, Forwarder: pc, Mem: mem, Redis: b, WriteBehind: wb}, logger, reg)
 //	peer.Register(grpcServer, c)             // owners answer forwarded work
 //	lim, _ := limiter.New(..., c, ...)       // the limiter decides through it
-//	for range membership.Changes() { c.SetMembers(ctx, membersFromGossip()) }
+//	for range membership.Changes() { c.SetMembersFailed(ctx, membersFromGossip(), membership.Failed()) }
 //	...
 //	c.Handoff(ctx) // on leave: flush every TAT before going
 //
@@ -35,6 +35,9 @@
 // sends them to it, and the owner charges them to the keys' TATs (never
 // past a fully spent key), so a fault shifts admissions in time instead of
 // adding them (debt.go; docs/operations.md, "Fallback allowance").
+//
+// Run c.RunHeartbeat(ctx) for the life of the node: it finds freezes and
+// reloads state after one, off the request path.
 //
 // Cluster is safe for concurrent use. It starts one goroutine per strict
 // batch in flight and one per owner whose debts are being sent, and none

@@ -2,7 +2,10 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/weirhq/weir/limiter"
 )
 
 // A process that was frozen — SIGSTOP, a paused VM, a stall of the whole
@@ -13,23 +16,29 @@ import (
 // deciding from TATs that are as old as the freeze, granting bursts the
 // keys already spent elsewhere.
 //
-// So the cluster keeps a heartbeat. When the heartbeat (or a decision) finds
-// that more than FreezeLimit passed since the last beat, the node thaws
-// before its next fast decision: it flushes its buffered TATs (Redis keeps
-// the later of its and its successors', see redisbackend.StoreTATs) and
-// forgets every key, so each is loaded from Redis again on its next use.
+// So the cluster keeps a heartbeat. When the heartbeat or a decision finds
+// that more than FreezeLimit passed since the last beat, the node thaws: it
+// flushes its buffered TATs (Redis keeps the later of its and its
+// successors', see redisbackend.StoreTATs) and forgets every key, so each
+// is loaded from Redis again on its next use. The flush can take up to
+// HandoffTimeout, so it never runs on the request path: the heartbeat
+// goroutine does it, and until it is done fast decisions fail at once with
+// the retryable reason "thawing" (the limiter applies the failure policy),
+// so no caller waits on it. Strict decisions are unaffected.
 
 // beatEvery is how often the heartbeat ticks; it bounds how stale the
 // last beat can be in normal operation.
 const beatEvery = 100 * time.Millisecond
 
-// sinceBeat is how long ago the last heartbeat was, on the monotonic
-// clock.
+// errThawing is the fallback while a thaw is pending or running.
+var errThawing = &limiter.UnavailableError{Reason: "thawing", Err: errors.New("cluster: reloading state after a freeze")}
+
+// sinceBeat is how long ago the last heartbeat was, on the injected clock.
 func (c *Cluster) sinceBeat() time.Duration {
-	return time.Duration(time.Since(c.born) - time.Duration(c.lastBeat.Load()))
+	return c.now().Sub(c.born) - time.Duration(c.lastBeat.Load())
 }
 
-func (c *Cluster) beat() { c.lastBeat.Store(int64(time.Since(c.born))) }
+func (c *Cluster) beat() { c.lastBeat.Store(int64(c.now().Sub(c.born))) }
 
 // frozen reports whether the process slept past FreezeLimit since the
 // last heartbeat. Without Redis there is nothing to reload from; without a
@@ -38,8 +47,37 @@ func (c *Cluster) frozen() bool {
 	return c.deps.Redis != nil && c.beating.Load() && c.sinceBeat() > c.cfg.FreezeLimit
 }
 
-// RunHeartbeat beats until ctx ends, thawing after a freeze. Run it for the
-// life of the node.
+// thawPending reports whether memory must not be trusted: the node was
+// found frozen and has not finished reloading.
+func (c *Cluster) thawPending() bool { return c.thawing.Load() || c.frozen() }
+
+// checkThawed is the request path's check: nil when memory can be trusted,
+// errThawing otherwise. A decision that finds the node frozen asks the
+// heartbeat to thaw and returns without waiting for it.
+func (c *Cluster) checkThawed() error {
+	if !c.thawPending() {
+		return nil
+	}
+	c.noteFrozen()
+	select {
+	case c.thawNow <- struct{}{}:
+	default: // already asked
+	}
+	return errThawing
+}
+
+// noteFrozen marks a freeze found, once per freeze.
+func (c *Cluster) noteFrozen() {
+	gap := c.sinceBeat()
+	if gap <= c.cfg.FreezeLimit || !c.thawing.CompareAndSwap(false, true) {
+		return
+	}
+	c.metrics.freezes.Inc()
+	c.logger.Warn("this node was frozen; reloading its state from Redis in the background", "frozen_for", gap.Round(time.Millisecond))
+}
+
+// RunHeartbeat beats until ctx ends, and thaws after a freeze (see above).
+// Run it for the life of the node, in one goroutine.
 func (c *Cluster) RunHeartbeat(ctx context.Context) error {
 	c.beat()
 	c.beating.Store(true)
@@ -51,26 +89,26 @@ func (c *Cluster) RunHeartbeat(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			c.thawIfFrozen(ctx)
+		case <-c.thawNow:
 		}
+		if c.frozen() {
+			c.noteFrozen()
+		}
+		if c.thawing.Load() {
+			c.thaw(ctx)
+		}
+		c.beat()
 	}
 }
 
-// thawIfFrozen thaws once per freeze, however many callers find it; then
-// it beats.
-func (c *Cluster) thawIfFrozen(ctx context.Context) {
-	if !c.frozen() {
-		c.beat()
-		return
-	}
+// thaw flushes and forgets every key, then beats, then lets fast decisions
+// through again (in that order, so no decision sees the old beat).
+func (c *Cluster) thaw(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gap := c.sinceBeat()
-	if gap <= c.cfg.FreezeLimit { // another caller thawed first
-		return
-	}
-	c.metrics.freezes.Inc()
-	c.logger.Warn("this node was frozen; reloading its state from Redis before deciding", "frozen_for", gap.Round(time.Millisecond))
-	c.dropLocked(context.WithoutCancel(ctx), func(string) bool { return true })
+	start := c.now()
+	c.dropLocked(ctx, func(string) bool { return true })
 	c.beat()
+	c.thawing.Store(false)
+	c.logger.Info("thawed: state will be reloaded from Redis", "took", c.now().Sub(start))
 }

@@ -39,6 +39,7 @@ func testConfig(name string, join ...string) Config {
 		GRPCAddr:       "grpc-" + name,
 		Region:         "r1",
 		Profile:        ProfileLocal,
+		FailedMemory:   time.Minute,
 	}
 }
 
@@ -178,6 +179,11 @@ func TestMembership_Leave(t *testing.T) {
 	if slices.Contains(names(c.Members()), "c") {
 		t.Errorf("c still lists itself after leaving: %v", names(c.Members()))
 	}
+	for _, n := range []node{a, b} {
+		if got := n.Failed(); len(got) != 0 {
+			t.Errorf("%s reports %v failed after a graceful leave", n.LocalName(), got)
+		}
+	}
 }
 
 func TestMembership_Shutdown_withoutLeave(t *testing.T) {
@@ -193,6 +199,11 @@ func TestMembership_Shutdown_withoutLeave(t *testing.T) {
 	}
 	waitMembers(t, a, detectTimeout, "a", "b")
 	waitMembers(t, b, detectTimeout, "a", "b")
+	for _, n := range []node{a, b} {
+		if got := n.Failed(); !slices.Equal(got, []string{"c"}) {
+			t.Errorf("%s reports %v failed, want [c]", n.LocalName(), got)
+		}
+	}
 }
 
 // TestMembership_rejoin_seedStartsLater starts b with a seed that does not
@@ -206,9 +217,15 @@ func TestMembership_rejoin_seedStartsLater(t *testing.T) {
 	if rejoins(b, resultFailure) < 1 {
 		t.Fatal("failed initial join not counted")
 	}
+	if b.Joined() {
+		t.Fatal("b reports joined before any join succeeded")
+	}
 	cfg := testConfig("a")
 	cfg.BindAddr = aAddr
 	a := start(t, cfg)
+	if !a.Joined() {
+		t.Fatal("a, which has no seeds, does not report joined")
+	}
 	waitMembers(t, a, 5*time.Second, "a", "b")
 	waitMembers(t, b, 5*time.Second, "a", "b")
 	// The member table fills during the join's push/pull, just before
@@ -216,6 +233,9 @@ func TestMembership_rejoin_seedStartsLater(t *testing.T) {
 	waitFor(t, 5*time.Second, "b to count a successful rejoin", func() bool {
 		return rejoins(b, resultSuccess) >= 1
 	})
+	if !b.Joined() {
+		t.Fatal("b does not report joined after its rejoin succeeded")
+	}
 }
 
 // TestMembership_rejoin_afterBothSidesGaveUp is a healed partition: b has
@@ -242,6 +262,9 @@ func TestMembership_rejoin_afterBothSidesGaveUp(t *testing.T) {
 	waitFor(t, 5*time.Second, "b to count a successful rejoin", func() bool {
 		return rejoins(b, resultSuccess) > before
 	})
+	if got := b.Failed(); len(got) != 0 {
+		t.Errorf("b still reports %v failed after a came back", got)
+	}
 }
 
 func TestStart_secretKey(t *testing.T) {

@@ -63,6 +63,12 @@ type Config struct {
 	Region string
 	// Profile is ProfileLAN (default) or ProfileLocal.
 	Profile string
+	// FailedMemory is how long a member declared dead (not one that left
+	// gracefully) is still reported by Membership.Failed, unless it comes
+	// back first. Longer recognises the healing of longer splits; shorter
+	// forgets sooner the names of nodes that were replaced for good.
+	// Default 10m; must be positive.
+	FailedMemory time.Duration
 }
 
 // DefaultConfig returns a LAN configuration named after the host, binding
@@ -74,6 +80,7 @@ func DefaultConfig() Config {
 		BindAddr:       "0.0.0.0:7946",
 		RejoinInterval: 10 * time.Second,
 		Profile:        ProfileLAN,
+		FailedMemory:   10 * time.Minute,
 	}
 }
 
@@ -97,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if c.RejoinInterval <= 0 {
 		return fmt.Errorf("membership: rejoin interval %v must be positive", c.RejoinInterval)
+	}
+	if c.FailedMemory <= 0 {
+		return fmt.Errorf("membership: failed memory %v must be positive", c.FailedMemory)
 	}
 	if len(c.SecretKey) > 0 {
 		if err := checkKey(c.SecretKey); err != nil {

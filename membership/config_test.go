@@ -89,7 +89,7 @@ func TestMeta_roundTrip(t *testing.T) {
 	if got := decodeMeta([]byte("not json")); got != (meta{}) {
 		t.Fatalf("decodeMeta(garbage) = %+v, want zero", got)
 	}
-	if got := (delegate{meta: b}).NodeMeta(len(b) - 1); got != nil {
+	if got := newDelegate(b).NodeMeta(len(b) - 1); got != nil {
 		t.Fatalf("NodeMeta over the limit = %q, want nil", got)
 	}
 }

@@ -10,6 +10,12 @@
 // that both sides of a healed partition merge again and a node started
 // before its seeds finds them later.
 //
+// memberlist reports a failure and a graceful leave with the same event, so
+// Leave first gossips a "leaving" mark in the node's metadata; Failed lists
+// the members that disappeared without it (declared dead: crashed, or on
+// the far side of a split). Joined reports whether a join of the seeds has
+// succeeded, for readiness.
+//
 // Usage:
 //
 //	cfg := membership.DefaultConfig()
@@ -25,7 +31,7 @@
 //	for {
 //		select {
 //		case <-m.Changes():
-//			rebuildRing(m.Members())
+//			rebuildRing(m.Members(), m.Failed())
 //		case <-ctx.Done():
 //			_ = m.Leave(leaveCtx)
 //			return nil

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -49,6 +50,10 @@ type Membership struct {
 	seeds    []string
 	interval time.Duration
 	changes  chan struct{}
+	joined   atomic.Bool   // a join of the seeds has succeeded
+	forget   time.Duration // cfg.FailedMemory
+	meta     meta          // what this node gossips about itself
+	delegate *delegate
 
 	loopCtx      context.Context // ends when the rejoin loop must stop
 	stopRejoin   context.CancelFunc
@@ -63,10 +68,12 @@ type Membership struct {
 		sync.Mutex
 		shutdown bool
 	}
-	// mu guards the member table that event callbacks maintain.
+	// mu guards the member table that event callbacks maintain, and the
+	// members declared dead (name -> when), see Failed.
 	mu struct {
 		sync.Mutex
 		members map[string]Member
+		failed  map[string]time.Time
 	}
 }
 
@@ -89,15 +96,19 @@ func Start(ctx context.Context, cfg Config, logger *slog.Logger, reg prometheus.
 		seeds:    slices.Clone(cfg.Join),
 		interval: cfg.RejoinInterval,
 		changes:  make(chan struct{}, 1),
+		forget:   cfg.FailedMemory,
 	}
 	m.loopCtx, m.stopRejoin = context.WithCancel(context.Background())
 	m.mu.members = make(map[string]Member)
+	m.mu.failed = make(map[string]time.Time)
 	if err := m.metrics.register(reg); err != nil {
 		m.stopRejoin()
 		return nil, err
 	}
 	mc := cfg.memberlistConfig()
-	mc.Delegate = delegate{meta: cfg.meta().encode()}
+	m.meta = cfg.meta()
+	m.delegate = newDelegate(m.meta.encode())
+	mc.Delegate = m.delegate
 	mc.Events = (*events)(m)
 	mc.Logger = log.New(logWriter{m.logger}, "", 0)
 	list, err := memberlist.Create(mc)
@@ -186,7 +197,10 @@ func (m *Membership) Leave(ctx context.Context) error {
 	if m.life.shutdown {
 		return ErrShutdown
 	}
-	if err := m.list.Leave(timeout); err != nil {
+	// Half the budget announces the leave (see Failed), the rest leaves.
+	deadline := time.Now().Add(timeout)
+	m.announceLeaving(timeout / 2)
+	if err := m.list.Leave(max(time.Until(deadline), time.Millisecond)); err != nil {
 		return fmt.Errorf("membership: leave: %w", err)
 	}
 	return nil
@@ -217,13 +231,17 @@ var _ memberlist.EventDelegate = (*events)(nil)
 
 func (e *events) NotifyJoin(n *memberlist.Node)   { (*Membership)(e).update(n, true) }
 func (e *events) NotifyUpdate(n *memberlist.Node) { (*Membership)(e).update(n, true) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { (*Membership)(e).update(n, false) }
+
+// NotifyLeave is called both for a graceful leave and for a failure, with
+// nothing in n to tell them apart; see noteFailureLocked.
+func (e *events) NotifyLeave(n *memberlist.Node) { (*Membership)(e).update(n, false) }
 
 // update records an event and signals Changes. memberlist calls it with its
 // node lock held: it must not call into memberlist.
 func (m *Membership) update(n *memberlist.Node, alive bool) {
 	md := decodeMeta(n.Meta)
 	m.mu.Lock()
+	m.noteFailureLocked(n, alive)
 	if alive {
 		m.mu.members[n.Name] = Member{
 			Name:       n.Name,

@@ -1,6 +1,9 @@
 package membership
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"sync/atomic"
+)
 
 // meta is what a node gossips about itself besides its name and address.
 // JSON with short keys keeps it far under memberlist.MetaMaxSize, and lets
@@ -9,10 +12,13 @@ type meta struct {
 	GRPCAddr string `json:"g,omitempty"`
 	PeerAddr string `json:"p,omitempty"`
 	Region   string `json:"r,omitempty"`
+	// Leaving is gossiped just before a graceful Leave, so that peers can
+	// tell the leave from a failure: memberlist reports both the same way.
+	Leaving bool `json:"l,omitempty"`
 }
 
 func (m meta) encode() []byte {
-	b, _ := json.Marshal(m) // cannot fail for strings
+	b, _ := json.Marshal(m) // cannot fail for strings and bools
 	return b
 }
 
@@ -26,20 +32,28 @@ func decodeMeta(b []byte) meta {
 	return m
 }
 
-// delegate hands memberlist this node's metadata. weir gossips nothing
-// else, so the remaining Delegate methods do nothing.
+// delegate hands memberlist this node's metadata, which changes once: when
+// the node is about to leave. weir gossips nothing else, so the remaining
+// Delegate methods do nothing. Safe for concurrent use.
 type delegate struct {
-	meta []byte
+	meta atomic.Pointer[[]byte]
 }
 
-func (d delegate) NodeMeta(limit int) []byte {
-	if len(d.meta) > limit { // Validate prevents this; never send a truncated meta
+func newDelegate(meta []byte) *delegate {
+	d := &delegate{}
+	d.meta.Store(&meta)
+	return d
+}
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	meta := *d.meta.Load()
+	if len(meta) > limit { // Validate prevents this; never send a truncated meta
 		return nil
 	}
-	return d.meta
+	return meta
 }
 
-func (delegate) NotifyMsg([]byte)                           {}
-func (delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (delegate) LocalState(join bool) []byte                { return nil }
-func (delegate) MergeRemoteState(buf []byte, join bool)     {}
+func (*delegate) NotifyMsg([]byte)                           {}
+func (*delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (*delegate) LocalState(join bool) []byte                { return nil }
+func (*delegate) MergeRemoteState(buf []byte, join bool)     {}

@@ -39,6 +39,7 @@ func (m *Membership) join(seeds []string) {
 		m.logger.Warn("cannot join seeds; will retry", "seeds", seeds, "err", err, "retry_in", m.interval)
 		return
 	}
+	m.joined.Store(true)
 	m.metrics.rejoins.WithLabelValues(resultSuccess).Inc()
 	m.logger.Info("joined seeds", "seeds", seeds, "reached", n)
 }

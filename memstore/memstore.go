@@ -2,9 +2,11 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
+	"sync/atomic"
 
 	"github.com/weirhq/weir/gcra"
 )
@@ -31,10 +33,26 @@ func (c Config) Validate() error {
 // allocating.
 const maxStackLimits = 8
 
+// ErrStaleEpoch is returned by DecideAt when a key the decision needs is
+// absent and DeleteFunc ran since the decision read its epoch: the key may
+// have been handed off, and deciding it from nothing would grant a full
+// burst against a TAT that was spent.
+var ErrStaleEpoch = errors.New("memstore: keys were dropped since the decision began")
+
 // Store holds TATs in memory. Safe for concurrent use.
+//
+// The store has an epoch, which DeleteFunc advances before it removes
+// anything. A caller that may race a hand-off reads Epoch before checking
+// that it owns a group, then passes that epoch to PutAt and DecideAt: both
+// re-check it under the shard lock, so a key that the hand-off dropped is
+// never re-created from nothing by a decision that began before the drop.
+// A held key is safe to decide whatever the epoch: only DeleteFunc removes
+// state that matters (Sweep removes rested keys, which decide the same as
+// absent ones), and a stale PutAt cannot re-insert one.
 type Store struct {
 	seed   maphash.Seed
 	mask   uint64
+	epoch  atomic.Uint64
 	shards []shard
 }
 
@@ -67,8 +85,21 @@ func (s *Store) shardFor(group string) *shard {
 // must belong to group; the store does not check, but keys of different
 // groups in one call lose nothing but isolation from other groups' locks.
 // Memory never blocks: ctx is checked once, so a caller whose deadline has
-// passed consumes nothing.
+// passed consumes nothing. An absent key decides as a rested one.
 func (s *Store) Decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error) {
+	return s.decide(ctx, group, keys, limits, cost, now, out, func() bool { return true })
+}
+
+// DecideAt is Decide for a caller that read epoch (see Epoch) before it
+// established that it owns group. If any key is absent and the epoch has
+// moved since, it decides nothing and returns ErrStaleEpoch.
+func (s *Store) DecideAt(ctx context.Context, epoch uint64, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error) {
+	return s.decide(ctx, group, keys, limits, cost, now, out, func() bool { return s.epoch.Load() == epoch })
+}
+
+// decide runs under the shard lock; current reports, under that lock,
+// whether absent keys may be decided as rested.
+func (s *Store) decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result, current func() bool) (gcra.Result, error) {
 	if len(keys) != len(limits) {
 		return gcra.Result{}, fmt.Errorf("memstore: %d keys for %d limits", len(keys), len(limits))
 	}
@@ -83,8 +114,14 @@ func (s *Store) Decide(ctx context.Context, group string, keys []string, limits 
 	sh := s.shardFor(group)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	absent := false
 	for _, k := range keys {
-		tats = append(tats, sh.tats[k])
+		tat, ok := sh.tats[k]
+		absent = absent || !ok
+		tats = append(tats, tat)
+	}
+	if absent && !current() {
+		return gcra.Result{}, ErrStaleEpoch
 	}
 	agg, err := gcra.DecideComposite(tats, now, limits, cost, out)
 	if err != nil || !agg.Allowed {
@@ -95,6 +132,9 @@ func (s *Store) Decide(ctx context.Context, group string, keys []string, limits 
 	}
 	return agg, nil
 }
+
+// Epoch returns the store's current epoch; see Store.
+func (s *Store) Epoch() uint64 { return s.epoch.Load() }
 
 // Get returns the TAT stored for key in group, or 0.
 func (s *Store) Get(group, key string) int64 {
@@ -120,15 +160,37 @@ func (s *Store) Put(group, key string, tat int64) {
 	sh := s.shardFor(group)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.putLocked(key, tat)
+}
+
+// PutAt is Put for a caller that read epoch before it established that it
+// owns group (see Store). It stores nothing and reports false when the
+// epoch has moved since: the load it carries may predate a hand-off, and
+// storing it would hold a key this node no longer owns.
+func (s *Store) PutAt(epoch uint64, group, key string, tat int64) bool {
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s.epoch.Load() != epoch {
+		return false
+	}
+	sh.putLocked(key, tat)
+	return true
+}
+
+func (sh *shard) putLocked(key string, tat int64) {
 	if old, ok := sh.tats[key]; !ok || tat > old {
 		sh.tats[key] = tat
 	}
 }
 
 // DeleteFunc deletes every key for which drop returns true (an owner
-// handing groups off) and returns how many it removed. It locks one shard
-// at a time; drop must not call back into the store.
+// handing groups off) and returns how many it removed. It advances the
+// epoch first, so decisions that began earlier cannot re-create what it
+// removes (see Store). It locks one shard at a time; drop must not call
+// back into the store.
 func (s *Store) DeleteFunc(drop func(key string) bool) int {
+	s.epoch.Add(1)
 	removed := 0
 	for i := range s.shards {
 		sh := &s.shards[i]

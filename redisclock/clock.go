@@ -56,28 +56,28 @@ type Clock struct {
 // (nil: discarded) receives sync failures and recoveries, once per
 // transition.
 //
-// New panics if cfg is invalid (check it with [Config.Validate] first), if
-// src or local is nil, or if the metrics cannot be registered (for example
-// a second Clock on the same registry), as these are programming errors.
-func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, reg prometheus.Registerer) *Clock {
+// New returns an error, and registers nothing, if cfg is invalid, if src
+// or local is nil; it returns the registry's error if the metrics cannot
+// be registered (for example a second Clock on the same registry).
+func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Clock, error) {
 	if err := cfg.Validate(); err != nil {
-		panic(err)
+		return nil, err
 	}
 	if src == nil || local == nil {
-		panic("redisclock: a source and a local clock are required")
+		return nil, errors.New("redisclock: a source and a local clock are required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
 	epoch := local()
 	return &Clock{
 		cfg: cfg, src: src, local: local, logger: logger, m: m,
 		epoch: epoch, epochMicros: epoch.UnixMicro(),
-	}
+	}, nil
 }
 
 // localMicros is the local clock in Unix microseconds, advanced

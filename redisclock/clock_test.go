@@ -97,7 +97,7 @@ func TestClock_Sync_offsetFromOneSample(t *testing.T) {
 			clk := newFakeClock(tc.t0)
 			src := &fakeSource{clock: clk, steps: []step{{t1: tc.t1, redis: tc.redis}}}
 			reg := prometheus.NewRegistry()
-			c := redisclock.New(cfgSamples(1), src, clk.Now, nil, reg)
+			c := mustNew(t, cfgSamples(1), src, clk.Now, reg)
 			if c.Synced() {
 				t.Fatal("synced before Sync")
 			}
@@ -158,7 +158,7 @@ func TestClock_Sync_choosesLowestRTT(t *testing.T) {
 		{t1: 1_350, redis: 1_325 + 7_000},   // rtt 50, offset 7_000
 		{t1: 1_550, redis: 1_450 + 123_456}, // rtt 200, offset 123_456
 	}}
-	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestClock_Sync_failedSamplesSkipped(t *testing.T) {
 		{t1: 1_210, redis: 1_110 + 42},
 		{t1: 1_220, err: boom},
 	}}
-	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -192,7 +192,7 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 	boom := errors.New("redis down")
 	src := &fakeSource{clock: clk, steps: []step{{t1: 1_000, redis: 6_000}, {t1: 1_000, err: boom}}}
 	reg := prometheus.NewRegistry()
-	c := redisclock.New(cfgSamples(2), src, clk.Now, nil, reg)
+	c := mustNew(t, cfgSamples(2), src, clk.Now, reg)
 	if err := c.Sync(t.Context()); err != nil { // one of two samples failed: still a sync
 		t.Fatalf("sync: %v", err)
 	}
@@ -218,7 +218,7 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 func TestClock_Sync_neverSyncedFails(t *testing.T) {
 	clk := newFakeClock(1_000)
 	src := &fakeSource{clock: clk} // every call fails
-	c := redisclock.New(cfgSamples(3), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded with no good sample")
 	}
@@ -236,7 +236,7 @@ func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
 		{t1: 1_000_000, redis: 1_010_000}, // offset +10ms
 		{t1: 1_002_000, redis: 1_001_500}, // offset 0 (t0 1_001_000): 10ms less than before
 	}}
-	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
 func TestClock_Now_localClockBackwardsHeld(t *testing.T) {
 	clk := newFakeClock(5_000)
 	src := &fakeSource{clock: clk, steps: []step{{t1: 5_000, redis: 5_000}}}
-	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
 		t1 := 1_000_000 + 10*i
 		src.push(step{t1: t1, redis: t1 + off})
 	}
-	c := redisclock.New(cfgSamples(1), src, clk.Now, nil, nil)
+	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -339,7 +339,7 @@ func TestClock_Run_resamplesUntilCancelled(t *testing.T) {
 	cfg := redisclock.DefaultConfig()
 	cfg.Interval = time.Millisecond
 	cfg.Samples = 1
-	c := redisclock.New(cfg, src, clk.Now, nil, nil)
+	c := mustNew(t, cfg, src, clk.Now, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
@@ -386,12 +386,40 @@ func TestConfig_Validate(t *testing.T) {
 	}
 }
 
-func TestNew_panicsOnInvalidConfig(t *testing.T) {
-	defer func() {
-		if recover() == nil {
-			t.Error("New accepted an invalid config")
-		}
-	}()
+func TestNew_badInputIsAnError(t *testing.T) {
 	clk := newFakeClock(1)
-	redisclock.New(redisclock.Config{}, &fakeSource{clock: clk}, clk.Now, nil, nil)
+	src := &fakeSource{clock: clk}
+	for name, build := range map[string]func(reg prometheus.Registerer) (*redisclock.Clock, error){
+		"invalid config": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
+			return redisclock.New(redisclock.Config{}, src, clk.Now, nil, reg)
+		},
+		"nil source": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
+			return redisclock.New(redisclock.DefaultConfig(), nil, clk.Now, nil, reg)
+		},
+		"nil local clock": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
+			return redisclock.New(redisclock.DefaultConfig(), src, nil, nil, reg)
+		},
+	} {
+		reg := prometheus.NewRegistry()
+		if c, err := build(reg); err == nil || c != nil {
+			t.Errorf("%s: New = %v, %v; want an error", name, c, err)
+		}
+		if n, _ := testutil.GatherAndCount(reg); n != 0 {
+			t.Errorf("%s: a failed New registered %d metrics", name, n)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	mustNew(t, redisclock.DefaultConfig(), src, clk.Now, reg)
+	if _, err := redisclock.New(redisclock.DefaultConfig(), src, clk.Now, nil, reg); err == nil {
+		t.Error("a second Clock on one registry: no error")
+	}
+}
+
+func mustNew(t *testing.T, cfg redisclock.Config, src redisclock.Source, local func() time.Time, reg prometheus.Registerer) *redisclock.Clock {
+	t.Helper()
+	c, err := redisclock.New(cfg, src, local, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -13,10 +13,14 @@
 // up, which only makes decisions stricter. While Redis is unreachable the
 // last good offset stays in use.
 //
+// On a Redis Cluster the masters' clocks differ as their hosts' do, so
+// [ClientSource] always asks the master serving the slot of [PinKey]: every
+// node, and every resync, reads the same server clock.
+//
 // Usage:
 //
-//	be, _ := redisbackend.New(rdb, redisbackend.DefaultConfig())
-//	clk := redisclock.New(redisclock.DefaultConfig(), be, time.Now, logger, reg)
+//	src, _ := redisclock.NewClientSource(rdb) // a *redis.Client or *redis.ClusterClient
+//	clk, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, logger, reg)
 //	if err := clk.Sync(ctx); err != nil { ... } // before owning any group
 //	go clk.Run(ctx)                              // resample every Interval
 //	now := clk.Now()                             // microseconds, Redis time base

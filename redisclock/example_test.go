@@ -17,7 +17,11 @@ func (s constSource) Time(context.Context) (int64, error) {
 
 func ExampleClock() {
 	local := func() time.Time { return time.UnixMicro(1_767_225_600_000_000) } // a stopped clock
-	clk := redisclock.New(redisclock.DefaultConfig(), constSource{local}, local, nil, nil)
+	clk, err := redisclock.New(redisclock.DefaultConfig(), constSource{local}, local, nil, nil)
+	if err != nil {
+		fmt.Println("new:", err)
+		return
+	}
 	if err := clk.Sync(context.Background()); err != nil {
 		fmt.Println("sync:", err)
 		return

@@ -1,6 +1,8 @@
 package redisclock_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,7 @@ func TestClock_Sync_realRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redisclock.New(redisclock.DefaultConfig(), be, time.Now, nil, nil)
+	c := mustNew(t, redisclock.DefaultConfig(), be, time.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -40,7 +42,7 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	}
 	cfg := redisclock.DefaultConfig()
 	cfg.Timeout = 20 * time.Millisecond
-	c := redisclock.New(cfg, be, time.Now, nil, nil)
+	c := mustNew(t, cfg, be, time.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -62,4 +64,60 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	if err := c.Sync(t.Context()); err != nil {
 		t.Errorf("sync after resume: %v", err)
 	}
+}
+
+// On a Redis Cluster every resync must ask the same master — the one that
+// serves PinKey's slot — so that all nodes follow one server clock.
+func TestClientSource_pinsOneClusterMaster(t *testing.T) {
+	rc := redistest.StartCluster(t, 3)
+	src, err := redisclock.NewClientSource(rc.ClusterClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := timeCalls(t, rc)
+	c := mustNew(t, redisclock.DefaultConfig(), src, time.Now, nil)
+	const syncs = 8
+	for range syncs {
+		if err := c.Sync(t.Context()); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+	}
+	after := timeCalls(t, rc)
+	master, err := rc.ClusterClient().MasterForKey(t.Context(), redisclock.PinKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := syncs * redisclock.DefaultConfig().Samples
+	for addr, n := range after {
+		got := n - before[addr]
+		switch {
+		case addr == master.Options().Addr && got != want:
+			t.Errorf("pinned master %s answered %d TIME commands, want %d", addr, got, want)
+		case addr != master.Options().Addr && got != 0:
+			t.Errorf("master %s, not the pinned one, answered %d TIME commands", addr, got)
+		}
+	}
+}
+
+// timeCalls returns how many TIME commands each cluster node has served.
+func timeCalls(t *testing.T, rc *redistest.Cluster) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for i, addr := range rc.Addrs() {
+		info, err := rc.Node(i).Client().Info(t.Context(), "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[addr] = 0
+		for line := range strings.Lines(info) {
+			if rest, ok := strings.CutPrefix(line, "cmdstat_time:calls="); ok {
+				n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[addr] = n
+			}
+		}
+	}
+	return out
 }

@@ -38,6 +38,7 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 		return fmt.Errorf("gossip: %w", err)
 	}
 	n.members = m
+	n.state.gossip.Store(m)
 	n.applyMembers(ctx)
 	n.goBackground(func() error {
 		for {
@@ -72,7 +73,8 @@ func (n *node) reloadGossipKeys(cfg config) {
 }
 
 // applyMembers rebuilds the ring from the live members and forgets the
-// connections of members that left.
+// connections of members that left. It tells the cluster which members
+// failed rather than left, so it can recognise a healed split.
 func (n *node) applyMembers(ctx context.Context) {
 	live := map[string]string{}
 	for _, mem := range n.members.Members() {
@@ -89,7 +91,7 @@ func (n *node) applyMembers(ctx context.Context) {
 	}
 	n.mu.peers = live
 	n.mu.Unlock()
-	n.state.cluster.SetMembers(ctx, live)
+	n.state.cluster.SetMembersFailed(ctx, live, n.members.Failed())
 }
 
 // leaveCluster hands this node's groups off: every pending TAT goes to

@@ -121,7 +121,9 @@ func TestCluster_process_ownerKilledKeepsTATs(t *testing.T) {
 	if err := os.WriteFile(policyPath, []byte("version: proc\nlimits:\n  - {name: per-user, match: [tenant, user], rate: 1/m, burst: 5}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"WEIR_REDIS_ADDR=" + srv.Addr(), "WEIR_POLICY=" + policyPath}
+	// A generous Redis timeout: this test is about hand-off, and the 50ms
+	// default made the new owner's first load fail on a loaded machine.
+	common := []string{"WEIR_REDIS_ADDR=" + srv.Addr(), "WEIR_POLICY=" + policyPath, "WEIR_REDIS_TIMEOUT=1s"}
 	a := startProc(t, "node-a", common...)
 	join := "WEIR_JOIN=" + a.gossipAddr
 	b := startProc(t, "node-b", append(common, join)...)

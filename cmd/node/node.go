@@ -91,7 +91,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
-	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
+	n.goBackground(func() error {
+		return sweep(bgCtx, cfg.SweepInterval, func() int64 { return st.now().UnixMicro() }, n.sweepers)
+	})
 	if n.rls, err = envoyrls.New(lim, logger, reg); err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, reg *prometheus.Registry)
 	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
 	peer.Register(n.peerGRPC, n.state.cluster)
 	envoyrls.Register(n.grpc, n.rls)
-	ready := func() error { return nil }
+	ready := n.state.ready
 	n.http = &http.Server{
 		Handler:           n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger), lim, reg),
 		ReadHeaderTimeout: 5 * time.Second,

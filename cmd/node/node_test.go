@@ -105,7 +105,9 @@ func TestNode_redisCluster_decides(t *testing.T) {
 		t.Skip("builds a Redis Cluster")
 	}
 	cl := redistest.StartCluster(t, 3)
-	_, c := startNode(t, "--redis-cluster", strings.Join(cl.Addrs(), ","))
+	// A generous Redis timeout: the first load dials the key's master, which
+	// overran the 50ms default on a loaded machine.
+	_, c := startNode(t, "--redis-cluster", strings.Join(cl.Addrs(), ","), "--redis-timeout", "1s")
 	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
 }
 

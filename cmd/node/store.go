@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
@@ -25,6 +27,12 @@ type state struct {
 	breakers *breaker.Set
 	now      func() time.Time
 	mem      *memstore.Store // owner memory, read by /admin/inspect
+	// clock is the Redis time base (nil without Redis); wantGossip says
+	// the node joins a cluster, and gossip holds its membership once
+	// started. ready (ready.go) reads them.
+	clock      *redisclock.Clock
+	wantGossip bool
+	gossip     atomic.Pointer[membership.Membership]
 }
 
 // openState builds owner memory, the optional Redis persistence (backend,
@@ -38,7 +46,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	}, func() float64 { return float64(mem.Len()) }))
 	n.sweepers = append(n.sweepers, mem.Sweep)
 
-	st := &state{now: time.Now, mem: mem}
+	st := &state{now: time.Now, mem: mem, wantGossip: cfg.GossipAddr != ""}
 	breakers, err := breaker.NewSet(breaker.DefaultConfig(), n.logger, reg)
 	if err != nil {
 		return nil, err
@@ -52,6 +60,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		}
 		deps.Redis, deps.WriteBehind = b, wb
 		st.now = func() time.Time { return time.UnixMicro(clock.Now()) }
+		st.clock = clock
 	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
 	}
@@ -89,7 +98,14 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clock := redisclock.New(redisclock.DefaultConfig(), b, time.Now, n.logger, reg)
+	src, err := redisclock.NewClientSource(client) // one pinned server, also on Redis Cluster
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	clock, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, n.logger, reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	syncCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := clock.Sync(syncCtx); err != nil {
@@ -122,17 +138,23 @@ func newRedisClient(cfg config) redis.UniversalClient {
 	})
 }
 
-// sweep frees rested in-memory keys every interval until ctx ends.
-func sweep(ctx context.Context, every time.Duration, sweepers []func(now int64) int) error {
+// sweep frees rested in-memory keys every interval until ctx ends. Keys
+// are rested when their TAT is at or before now, the time base the TATs
+// are written in (the Redis clock when Redis is configured), never the
+// ticker's wall-clock time: on a node whose clock runs ahead of Redis that
+// would free keys whose quota is still spent, and they would decide as
+// rested.
+func sweep(ctx context.Context, every time.Duration, now func() int64, sweepers []func(now int64) int) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case now := <-t.C:
+		case <-t.C:
+			at := now()
 			for _, s := range sweepers {
-				s(now.UnixMicro())
+				s(at)
 			}
 		}
 	}
