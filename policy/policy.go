@@ -87,6 +87,9 @@ type Policy struct {
 	base      profile            // for tenants without entry
 	tenants   map[string]profile // tenants with an entry
 	tiers     map[string]profile // by tier name
+
+	limitIndex map[*Limit]int // position in Limits
+	paramSets  [][]gcra.Limit // per limit: every value it may take, base first
 }
 
 // Limit is one limit of a Policy. Callers must not modify it.
