@@ -169,3 +169,16 @@ func (p *Policy) indexParams() {
 		add(prof)
 	}
 }
+
+// GroupTag returns the hash tag Resolve writes for a group value: the value
+// with '%', '{', '}' and ':' escaped. A key of that group holds it between
+// its first '{' and '}'.
+func GroupTag(group string) string {
+	if escapedLen(group) == len(group) {
+		return group
+	}
+	var b strings.Builder
+	b.Grow(escapedLen(group))
+	writeEscaped(&b, group)
+	return b.String()
+}
