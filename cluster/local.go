@@ -2,15 +2,21 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/redisbackend"
 )
 
 // redisBreaker names the breaker that guards the owner's Redis calls.
 const redisBreaker = "redis"
+
+// ReasonMemoryFull is the failure reason when the owner's memory holds
+// --max-keys live keys and a request needs a new one.
+const ReasonMemoryFull = "memory_full"
 
 // decideLocal decides r as its group's owner.
 func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
@@ -31,6 +37,9 @@ func (c *Cluster) decideLocal(ctx context.Context, r *limiter.StoreRequest, out 
 // write-behind.
 func (c *Cluster) decideHeld(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	agg, err := c.deps.Mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
+	if errors.Is(err, memstore.ErrFull) {
+		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
+	}
 	if err != nil || !agg.Allowed || c.deps.WriteBehind == nil {
 		return agg, err
 	}
@@ -56,6 +65,9 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest) err
 	}
 	if len(missing) == 0 {
 		return nil
+	}
+	if !c.deps.Mem.Room(r.Group, len(missing), r.Now) {
+		return &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: memstore.ErrFull}
 	}
 	done, err := c.guard(redisBreaker)
 	if err != nil {
