@@ -101,10 +101,13 @@ func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out
 	}
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
 	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
-	done(blame(ctx, err))
+	done(blame(ctx, err)) // a full queue counts too: Redis is not keeping up
 	if err != nil {
 		if ctx.Err() != nil {
 			return gcra.Result{}, err
+		}
+		if errors.Is(err, errStrictQueueFull) {
+			return gcra.Result{}, &limiter.UnavailableError{Reason: ReasonStrictQueueFull, Err: err}
 		}
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
 	}
