@@ -32,6 +32,8 @@ type config struct {
 	Region         string
 	ForwardTimeout time.Duration
 	FreezeLimit    time.Duration
+
+	Bounds boundsConfig
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
@@ -73,7 +75,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
 	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
 	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
+	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if err := checkBounds(); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {

@@ -76,10 +76,16 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
 	n.goBackground(func() error { return sweep(bgCtx, cfg.SweepInterval, n.sweepers) })
+	ph, err := n.peerHandler(cfg.Bounds, policies, reg)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}
-	n.serve(lim, reg)
+	if err := n.serve(lim, ph, cfg.Bounds, reg); err != nil {
+		return nil, err
+	}
 	if err := n.joinCluster(bgCtx, cfg, reg); err != nil {
 		return nil, err
 	}
@@ -125,18 +131,22 @@ func (n *node) listen(cfg config) error {
 	return nil
 }
 
-func (n *node) serve(lim *limiter.Limiter, reg *prometheus.Registry) {
-	n.grpc = grpc.NewServer()
+func (n *node) serve(lim *limiter.Limiter, ph peer.Handler, b boundsConfig, reg *prometheus.Registry) error {
+	n.grpc = grpc.NewServer(server.DefaultGRPCConfig().ServerOptions()...)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
-	peer.Register(n.grpc, n.state.cluster)
+	peer.Register(n.grpc, ph)
 	ready := func() error { return nil }
-	n.http = &http.Server{
-		Handler:           server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger),
-		ReadHeaderTimeout: 5 * time.Second,
+	hcfg := server.DefaultHTTPServerConfig()
+	hcfg.MaxConns = b.HTTPMaxConns
+	hs, err := server.NewHTTPServer(hcfg, server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger), n.logger, reg)
+	if err != nil {
+		return err
 	}
+	n.http = hs.Server
 	go func() { n.report(n.grpc.Serve(n.grpcLis), "grpc") }()
-	go func() { n.report(n.http.Serve(n.httpLis), "http") }()
+	go func() { n.report(hs.Serve(n.httpLis), "http") }()
 	n.logger.Info("weir node listening", "grpc", n.grpcLis.Addr().String(), "http", n.httpLis.Addr().String())
+	return nil
 }
 
 // report forwards a server's unexpected exit to run's loop.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
-	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisclock"
@@ -30,7 +29,7 @@ type state struct {
 // write-behind, Redis clock), the ring and the peer client, and the cluster
 // that ties them together. A node without --join is a cluster of one.
 func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registerer) (*state, error) {
-	mem := memstore.New(memstore.DefaultConfig())
+	mem := newMemstore(cfg.Bounds, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_active_keys",
 		Help: "Keys held in owner memory (rested keys are freed by the sweeper).",
