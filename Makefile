@@ -6,7 +6,16 @@ PROTO_GEN_GO_VERSION   ?= v1.36.12
 PROTO_GEN_GRPC_VERSION ?= v1.6.0
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos
+.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos fuzz
+
+# FUZZ_TARGETS lists every fuzz target as package:Name. `make fuzz` runs
+# each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. Inputs that
+# fail are written under the package's testdata/fuzz/ and then replayed by
+# every plain `go test`.
+FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
+  ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 2s
 
 all: build
 
@@ -20,6 +29,7 @@ build:
 # tests do not share the two cores with its timed phases.
 test: check-deps vet
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 	$(GO) test $(TESTFLAGS) ./chaos/
 
 test-short:
@@ -62,6 +72,15 @@ chaos:
 	$(GO) build -o bin/node ./cmd/node
 	$(GO) build -o bin/weir-chaos ./cmd/weir-chaos
 	./bin/weir-chaos run -suite full -node-bin bin/node -out chaos-results
+
+# fuzz runs every fuzz target in FUZZ_TARGETS for FUZZTIME (default 60s
+# each), one after another: `make fuzz FUZZTIME=10m` for a longer hunt.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/

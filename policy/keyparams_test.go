@@ -85,3 +85,42 @@ func TestCheckParams(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParamsForKey parses arbitrary policies and resolves requests with
+// arbitrary values: the owner must recognise every key Resolve builds and
+// find the numbers Resolve gave it, and those are within CheckParams.
+func FuzzParamsForKey(f *testing.F) {
+	f.Add([]byte(keyPolicy), "acme", "u1")
+	f.Add([]byte(keyPolicy), "a:b", "%{}")
+	f.Add(BuiltinYAML(), "acme", "x%3A")
+	f.Fuzz(func(t *testing.T, data []byte, tenant, value string) {
+		p, err := Parse("fuzz.yaml", data)
+		if err != nil || tenant == "" || value == "" {
+			return
+		}
+		desc := map[string]string{}
+		for _, d := range p.Descriptors() {
+			desc[d] = value
+		}
+		desc[p.TenantDescriptor] = tenant
+		if p.tenantIdx < 0 {
+			delete(desc, p.TenantDescriptor)
+		}
+		ms, err := p.Resolve(desc, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if err := CheckParams(m.Params); err != nil {
+				t.Fatalf("%s: %v", m.Key, err)
+			}
+			got, how := p.ParamsForKey(m.Key)
+			switch {
+			case how == KeyExact && got[0] == m.Params:
+			case how == KeyAmbiguous && slices.Contains(got, m.Params):
+			default:
+				t.Fatalf("ParamsForKey(%q) = %v, %v; Resolve gave %v", m.Key, got, how, m.Params)
+			}
+		}
+	})
+}
