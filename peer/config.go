@@ -37,6 +37,13 @@ type ClientConfig struct {
 	// frees. 1 gives the biggest batches; a few overlap round trips.
 	MaxInFlight int
 
+	// MaxQueue bounds the items waiting for one peer while its RPC slots
+	// are busy. An item that finds the queue full fails at once with
+	// ErrQueueFull (counted in weir_forwards_total as result
+	// "queue_full") instead of waiting: the caller applies its failure
+	// policy, and a slow peer cannot pile up callers and memory.
+	MaxQueue int
+
 	// Timeout is the ceiling on one forward, applied inside the caller's
 	// context: the earlier deadline wins. Forwarding sits in the request
 	// path, so keep it a small multiple of a round trip within the cluster.
@@ -45,13 +52,6 @@ type ClientConfig struct {
 	// LocalName is this node's name, sent with every request so the owner
 	// knows who forwarded.
 	LocalName string
-
-	// MaxQueue bounds the items waiting for one peer while its RPC slots
-	// are busy. An item that finds the queue full fails at once with
-	// ErrQueueFull (counted in weir_forwards_total as result
-	// "queue_full") instead of waiting: the caller applies its failure
-	// policy, and a slow peer cannot pile up callers and memory.
-	MaxQueue int
 }
 
 // DefaultClientConfig returns the defaults: MaxBatch DefaultMaxBatch, Window

@@ -119,3 +119,9 @@ func NewHTTPServer(c HTTPServerConfig, h http.Handler, logger *slog.Logger, reg 
 func (s *HTTPServer) Serve(lis net.Listener) error {
 	return s.Server.Serve(netutil.LimitListener(lis, s.maxConns))
 }
+
+// ServeTLS is Serve over TLS, as http.Server.ServeTLS (set TLSConfig
+// first, or pass the files).
+func (s *HTTPServer) ServeTLS(lis net.Listener, certFile, keyFile string) error {
+	return s.Server.ServeTLS(netutil.LimitListener(lis, s.maxConns), certFile, keyFile)
+}

@@ -22,6 +22,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	Bounds          boundsConfig // resource bounds: bounds.go
 
 	// Cluster membership.
 	NodeName       string
@@ -32,8 +33,6 @@ type config struct {
 	Region         string
 	ForwardTimeout time.Duration
 	FreezeLimit    time.Duration
-
-	Bounds boundsConfig
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
@@ -67,6 +66,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind host:port; empty runs a cluster of one unless --join is set")
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
@@ -75,15 +75,14 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
 	dur(&c.ForwardTimeout, "forward-timeout", 20*time.Millisecond, "ceiling on one forward to a group's owner")
 	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
-	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	if err := fs.Parse(args); err != nil {
-		return config{}, err
-	}
-	if err := checkBounds(); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := checkBounds(); err != nil {
+		return config{}, err
 	}
 	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
 	if c.GossipAddr == "" && len(c.Join) > 0 {
