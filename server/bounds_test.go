@@ -125,30 +125,28 @@ func TestGRPC_malformedRequestIsInvalidArgument(t *testing.T) {
 // limits encode to.
 func TestGRPC_largestValidBatchFits(t *testing.T) {
 	name, value := strings.Repeat("n", limiter.MaxDescriptorBytes), strings.Repeat("v", limiter.MaxDescriptorBytes)
-	req := &weirv1.DecideRequest{Descriptors: map[string]string{}, Cost: -1}
+	var req []byte
 	for i := range limiter.MaxDescriptors {
-		req.Descriptors[fmt.Sprintf("%03d", i)+name[3:]] = value
+		req = append(req, descriptor(fmt.Sprintf("%03d", i)+name[3:], value)...)
 	}
-	if n := proto.Size(req); n != MaxDecideRequestBytes {
+	// The widest cost: a 10-byte varint (-1).
+	req = protowire.AppendVarint(protowire.AppendTag(req, 2, protowire.VarintType), uint64(1<<64-1))
+	if n := len(req); n != MaxDecideRequestBytes {
 		t.Fatalf("largest request is %d bytes, MaxDecideRequestBytes says %d", n, MaxDecideRequestBytes)
 	}
-	batch := &weirv1.DecideBatchRequest{}
+	var raw []byte
 	for range limiter.MaxBatch {
-		batch.Requests = append(batch.Requests, req)
+		raw = protowire.AppendBytes(protowire.AppendTag(raw, 1, protowire.BytesType), req)
 	}
-	if n := proto.Size(batch); n != MaxDecideBatchRequestBytes {
+	if n := len(raw); n != MaxDecideBatchRequestBytes {
 		t.Fatalf("largest batch is %d bytes, MaxDecideBatchRequestBytes says %d", n, MaxDecideBatchRequestBytes)
-	}
-	raw, err := proto.Marshal(batch)
-	if err != nil {
-		t.Fatal(err)
 	}
 	conn := rawConn(t, startBoundedGRPC(t, &fakeDecider{}))
 	var out weirv1.DecideBatchResponse
-	err = conn.Invoke(withTimeout(t), "/weir.v1.RateLimiter/DecideBatch", &raw, &out)
-	// The cost of -1 makes the limiter's own checks refuse it: the batch
-	// was read and decoded, not refused for its size.
-	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "negative") {
+	err := conn.Invoke(withTimeout(t), "/weir.v1.RateLimiter/DecideBatch", &raw, &out)
+	// The cost of -1 makes the request checks refuse it: the batch was
+	// read and decoded, not refused for its size.
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "cost -1") {
 		t.Fatalf("err = %v, want the cost refusal", err)
 	}
 }
