@@ -69,3 +69,20 @@ func TestNode_peerForgedNowRefused(t *testing.T) {
 		t.Fatalf("after the forged forward: %v; want a full burst of 20 less one", r)
 	}
 }
+
+// With --max-keys, a node full of live keys falls back by policy for new
+// keys (reason memory_full) and keeps deciding the keys it holds.
+func TestNode_maxKeysFallsBack(t *testing.T) {
+	_, c := startNode(t, "--max-keys", "2")
+	// One request holds two keys: per-user and per-tenant of acme.
+	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); !r.Allowed || r.Fallback != nil {
+		t.Fatalf("first request: %v", r)
+	}
+	r := decide(t, c, 1, "tenant", "acme", "user", "u2")
+	if r.Fallback == nil || r.Fallback.Reason != "memory_full" {
+		t.Fatalf("a third key: %v; want a memory_full fallback", r)
+	}
+	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); r.Fallback != nil || r.Remaining != 18 {
+		t.Fatalf("a held key when full: %v; want a normal decision", r)
+	}
+}
