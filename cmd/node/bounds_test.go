@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -73,16 +75,21 @@ func TestNode_peerForgedNowRefused(t *testing.T) {
 // With --max-keys, a node full of live keys falls back by policy for new
 // keys (reason memory_full) and keeps deciding the keys it holds.
 func TestNode_maxKeysFallsBack(t *testing.T) {
-	_, c := startNode(t, "--max-keys", "2")
-	// One request holds two keys: per-user and per-tenant of acme.
-	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); !r.Allowed || r.Fallback != nil {
-		t.Fatalf("first request: %v", r)
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	const slow = "limits: [{name: per-user, match: [tenant, user], group: tenant, rate: 1/h, burst: 10}]\n"
+	if err := os.WriteFile(path, []byte(slow), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	_, c := startNode(t, "--max-keys", "1", "--policy", path)
+	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); !r.Allowed || r.Fallback != nil {
+		t.Fatalf("first key: %v", r)
+	}
+	// u1's key stays live for an hour: no room for u2's.
 	r := decide(t, c, 1, "tenant", "acme", "user", "u2")
 	if r.Fallback == nil || r.Fallback.Reason != "memory_full" {
-		t.Fatalf("a third key: %v; want a memory_full fallback", r)
+		t.Fatalf("a second key: %v; want a memory_full fallback", r)
 	}
-	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); r.Fallback != nil || r.Remaining != 18 {
-		t.Fatalf("a held key when full: %v; want a normal decision", r)
+	if r := decide(t, c, 1, "tenant", "acme", "user", "u1"); r.Fallback != nil || r.Remaining != 8 {
+		t.Fatalf("the held key when full: %v; want a normal decision", r)
 	}
 }
