@@ -6,16 +6,7 @@ PROTO_GEN_GO_VERSION   ?= v1.36.12
 PROTO_GEN_GRPC_VERSION ?= v1.6.0
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos fuzz
-
-# FUZZ_TARGETS lists every fuzz target as package:Name. `make fuzz` runs
-# each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. Inputs that
-# fail are written under the package's testdata/fuzz/ and then replayed by
-# every plain `go test`.
-FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
-  ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
-FUZZTIME       ?= 60s
-FUZZTIME_SHORT ?= 2s
+.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos
 
 all: build
 
@@ -73,6 +64,19 @@ chaos:
 	$(GO) build -o bin/weir-chaos ./cmd/weir-chaos
 	./bin/weir-chaos run -suite full -node-bin bin/node -out chaos-results
 
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/
+
+# FUZZ_TARGETS lists every fuzz target as package:Name. `make fuzz` runs
+# each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. Inputs that
+# fail are written under the package's testdata/fuzz/ and then replayed by
+# every plain `go test`.
+FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
+  ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 2s
+
+.PHONY: fuzz
 # fuzz runs every fuzz target in FUZZ_TARGETS for FUZZTIME (default 60s
 # each), one after another: `make fuzz FUZZTIME=10m` for a longer hunt.
 fuzz:
@@ -81,6 +85,3 @@ fuzz:
 	  echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
 	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
-
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/

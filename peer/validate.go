@@ -245,7 +245,7 @@ func (v *Validator) params(p *policy.Policy, key string, sent gcra.Limit) (gcra.
 	}
 	switch how {
 	case policy.KeyExact:
-		return set[0], nil
+		sent = set[0] // the owner's numbers, checked below like any
 	case policy.KeyAmbiguous:
 		if !slices.Contains(set, sent) {
 			return gcra.Limit{}, fmt.Errorf("limit %+v is none the owner's policy gives this key", sent)

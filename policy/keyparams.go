@@ -14,9 +14,10 @@ const (
 	// MinInterval is the emission interval of the fastest accepted rate,
 	// maxPerSecond units per second, in microseconds.
 	MinInterval = int64(1_000_000 / maxPerSecond)
-	// MaxInterval is the emission interval of the slowest accepted rate,
-	// one unit per hour, in microseconds.
-	MaxInterval = int64(3600 * 1_000_000)
+	// MaxInterval is the emission interval of one unit per day, in
+	// microseconds: the slowest rate unit a policy may use is N/d (this
+	// bound must stay at or above every rate ParseRate accepts).
+	MaxInterval = int64(24 * 3600 * 1_000_000)
 )
 
 // CheckParams reports whether l lies within the ranges a policy accepts: an
@@ -61,9 +62,9 @@ func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 	if !ok {
 		return nil, KeyUnknown
 	}
-	li := p.limitIndex[l]
+	li := p.keys.limitIndex[l]
 	if len(p.tenants) == 0 || p.tenantIdx < 0 {
-		return p.paramSets[li][:1:1], KeyExact // the base profile; see indexParams
+		return p.keys.paramSets[li][:1:1], KeyExact // the base profile; see indexParams
 	}
 	for j, di := range l.match {
 		if di != p.tenantIdx {
@@ -75,10 +76,10 @@ func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 		}
 		return []gcra.Limit{prof[li].params}, KeyExact
 	}
-	if set := p.paramSets[li]; len(set) > 1 {
+	if set := p.keys.paramSets[li]; len(set) > 1 {
 		return set, KeyAmbiguous
 	}
-	return p.paramSets[li], KeyExact
+	return p.keys.paramSets[li], KeyExact
 }
 
 // splitKey finds the limit that built key and the key's value fields
@@ -141,24 +142,30 @@ func hexVal(c byte) (byte, bool) {
 	return 0, false
 }
 
+// keyIndex is what ParamsForKey needs beyond the profiles.
+type keyIndex struct {
+	limitIndex map[*Limit]int // position in Policy.Limits
+	paramSets  [][]gcra.Limit // per limit: every value it may take, base first
+}
+
 // indexParams records, per limit, its position in p.Limits and the distinct
 // numbers the base profile, every tier and every tenant give it (the base
 // profile's first), so ParamsForKey answers without scanning tenants. Call
 // once the profiles are built; it is linear in tenants times limits.
 func (p *Policy) indexParams() {
-	p.limitIndex = make(map[*Limit]int, len(p.Limits))
-	p.paramSets = make([][]gcra.Limit, len(p.Limits))
+	p.keys.limitIndex = make(map[*Limit]int, len(p.Limits))
+	p.keys.paramSets = make([][]gcra.Limit, len(p.Limits))
 	seen := make([]map[gcra.Limit]bool, len(p.Limits))
 	for i, l := range p.Limits {
-		p.limitIndex[l] = i
-		p.paramSets[i] = []gcra.Limit{p.base[i].params}
+		p.keys.limitIndex[l] = i
+		p.keys.paramSets[i] = []gcra.Limit{p.base[i].params}
 		seen[i] = map[gcra.Limit]bool{p.base[i].params: true}
 	}
 	add := func(prof profile) {
 		for i, e := range prof {
 			if !seen[i][e.params] {
 				seen[i][e.params] = true
-				p.paramSets[i] = append(p.paramSets[i], e.params)
+				p.keys.paramSets[i] = append(p.keys.paramSets[i], e.params)
 			}
 		}
 	}

@@ -69,6 +69,8 @@ func TestCheckParams(t *testing.T) {
 		{gcra.Limit{Interval: -5, Burst: 1}, false},
 		{gcra.Limit{Interval: MaxInterval + 1, Burst: 1}, false},
 		{gcra.Limit{Interval: 1 << 40, Burst: 1}, false},
+		{gcra.Limit{Interval: 3600 * 1_000_000, Burst: 1}, true}, // 1/h
+		{gcra.Limit{Interval: 1 << 36, Burst: 1}, true},          // ~19 h
 		{gcra.Limit{Interval: 1, Burst: 0}, false},
 		{gcra.Limit{Interval: MaxInterval, Burst: 1 << 40}, false},
 	} {

@@ -79,6 +79,8 @@ type Policy struct {
 	// DefaultTier applies to tenants without an entry; "" for none.
 	DefaultTier string
 
+	keys keyIndex // what ParamsForKey reads: keyparams.go
+
 	digest    [32]byte
 	names     []string       // descriptor names some limit uses, sorted
 	index     map[string]int // name -> position in names
@@ -87,9 +89,6 @@ type Policy struct {
 	base      profile            // for tenants without entry
 	tenants   map[string]profile // tenants with an entry
 	tiers     map[string]profile // by tier name
-
-	limitIndex map[*Limit]int // position in Limits
-	paramSets  [][]gcra.Limit // per limit: every value it may take, base first
 }
 
 // Limit is one limit of a Policy. Callers must not modify it.
