@@ -54,11 +54,15 @@ func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) strin
 	}
 }
 
-// newMemstore builds owner memory with the --max-keys cap and its metrics.
-func newMemstore(b boundsConfig, reg prometheus.Registerer) *memstore.Store {
+// memstoreConfig is owner memory's configuration with the --max-keys cap.
+func memstoreConfig(b boundsConfig) memstore.Config {
 	mcfg := memstore.DefaultConfig()
 	mcfg.MaxKeys = b.MaxKeys
-	mem := memstore.New(mcfg)
+	return mcfg
+}
+
+// registerMemstoreMetrics counts what the --max-keys cap does.
+func registerMemstoreMetrics(mem *memstore.Store, reg prometheus.Registerer) {
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "weir_memstore_evicted_total",
@@ -69,7 +73,6 @@ func newMemstore(b boundsConfig, reg prometheus.Registerer) *memstore.Store {
 			Help: "Requests for a new key refused because owner memory held --max-keys live keys (they fell back with reason memory_full).",
 		}, func() float64 { return float64(mem.Refused()) }),
 	)
-	return mem
 }
 
 // peerHandler wraps the cluster in the Validator that checks forwarded

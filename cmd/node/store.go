@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisclock"
@@ -29,7 +30,8 @@ type state struct {
 // write-behind, Redis clock), the ring and the peer client, and the cluster
 // that ties them together. A node without --join is a cluster of one.
 func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registerer) (*state, error) {
-	mem := newMemstore(cfg.Bounds, reg)
+	mem := memstore.New(memstoreConfig(cfg.Bounds))
+	registerMemstoreMetrics(mem, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_active_keys",
 		Help: "Keys held in owner memory (rested keys are freed by the sweeper).",
