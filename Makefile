@@ -20,6 +20,7 @@ build:
 # tests do not share the two cores with its timed phases.
 test: check-deps vet
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 	$(GO) test $(TESTFLAGS) ./chaos/
 
 test-short:
@@ -71,3 +72,22 @@ chaos-hotkey:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/
+
+# FUZZ_TARGETS lists every fuzz target as package:Name. `make fuzz` runs
+# each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. Inputs that
+# fail are written under the package's testdata/fuzz/ and then replayed by
+# every plain `go test`.
+FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
+  ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
+FUZZTIME       ?= 60s
+FUZZTIME_SHORT ?= 2s
+
+.PHONY: fuzz
+# fuzz runs every fuzz target in FUZZ_TARGETS for FUZZTIME (default 60s
+# each), one after another: `make fuzz FUZZTIME=10m` for a longer hunt.
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$pkg $$name for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done

@@ -14,6 +14,10 @@ import (
 // redisBreaker names the breaker that guards the owner's Redis calls.
 const redisBreaker = "redis"
 
+// ReasonMemoryFull is the failure reason when the owner's memory holds
+// --max-keys live keys and a request needs a new one.
+const ReasonMemoryFull = "memory_full"
+
 // decideLocal decides r as its group's owner.
 //
 // A hand-off can drop r's keys at any point after the caller found this
@@ -67,6 +71,9 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 		}
 	}
 	agg, err := c.deps.Mem.DecideAt(ctx, epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
+	if errors.Is(err, memstore.ErrFull) {
+		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
+	}
 	if err != nil || !agg.Allowed || c.deps.WriteBehind == nil {
 		return agg, err
 	}
@@ -109,6 +116,9 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest, epo
 	if len(missing) == 0 {
 		return nil
 	}
+	if !c.deps.Mem.Room(r.Group, len(missing), r.Now) {
+		return &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: memstore.ErrFull}
+	}
 	done, err := c.guard(redisBreaker)
 	if err != nil {
 		return &limiter.UnavailableError{Reason: "state_load_failed", Err: err}
@@ -143,10 +153,13 @@ func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out
 	}
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
 	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
-	done(blame(ctx, err))
+	done(blame(ctx, err)) // a full queue counts too: Redis is not keeping up
 	if err != nil {
 		if ctx.Err() != nil {
 			return gcra.Result{}, err
+		}
+		if errors.Is(err, errStrictQueueFull) {
+			return gcra.Result{}, &limiter.UnavailableError{Reason: ReasonStrictQueueFull, Err: err}
 		}
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
 	}

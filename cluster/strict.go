@@ -2,11 +2,27 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/weirhq/weir/redisbackend"
 )
+
+// strictQueueBatches is how many full pipelines may wait in the strict
+// queue: beyond that Redis is not keeping up, and waiting longer would
+// only hold callers to their deadlines.
+const strictQueueBatches = 16
+
+// errStrictQueueFull is returned at once by strictQueue.do when
+// strictQueueBatches pipelines' worth of decisions already wait. The
+// caller falls back with reason ReasonStrictQueueFull.
+var errStrictQueueFull = errors.New("cluster: strict queue full")
+
+// ReasonStrictQueueFull is the failure reason of a strict decision refused
+// because too many were waiting for Redis.
+const ReasonStrictQueueFull = "strict_queue_full"
 
 // pipeliner is the part of redisbackend.Backend the strict queue uses.
 type pipeliner interface {
@@ -43,10 +59,16 @@ func newStrictQueue(b pipeliner, timeout time.Duration, maxBatch int) *strictQue
 }
 
 // do queues req and waits for its decision or for ctx to end. A caller that
-// stops waiting may still have its request decided.
+// stops waiting may still have its request decided. When
+// strictQueueBatches × maxBatch calls already wait, it fails at once with
+// errStrictQueueFull.
 func (q *strictQueue) do(ctx context.Context, req redisbackend.DecideRequest) (redisbackend.Decision, error) {
 	call := &strictCall{ctx: ctx, req: req, done: make(chan struct{})}
 	q.mu.Lock()
+	if limit := strictQueueBatches * q.maxBatch; len(q.mu.queue) >= limit {
+		q.mu.Unlock()
+		return redisbackend.Decision{}, fmt.Errorf("%w: %d decisions wait for Redis", errStrictQueueFull, limit)
+	}
 	q.mu.queue = append(q.mu.queue, call)
 	start := !q.mu.sending
 	q.mu.sending = true

@@ -11,20 +11,35 @@ import (
 	"github.com/weirhq/weir/gcra"
 )
 
+// ErrFull is returned by Decide when a request needs a new key while the
+// store holds MaxKeys keys that are all still live (not rested). Nothing
+// was decided; the caller applies its failure policy.
+var ErrFull = errors.New("memstore: full of live keys")
+
 // Config sizes a Store.
 type Config struct {
 	// Shards is the number of independently locked partitions, a power of
 	// two. More shards mean less contention and a little more fixed memory.
 	Shards int
+	// MaxKeys caps the keys held; 0 means no cap. When a new key would
+	// exceed it, the rested keys of its shard are evicted first (they
+	// decide like missing keys, so nothing is lost); if none are, Decide
+	// returns ErrFull and Put drops the key. A flood of distinct keys then
+	// costs bounded memory and falls back by policy.
+	MaxKeys int
 }
 
-// DefaultConfig returns 256 shards: enough that two cores rarely contend.
+// DefaultConfig returns 256 shards, enough that two cores rarely contend,
+// and no key cap.
 func DefaultConfig() Config { return Config{Shards: 256} }
 
 // Validate reports whether c is usable. It changes nothing.
 func (c Config) Validate() error {
 	if c.Shards <= 0 || c.Shards&(c.Shards-1) != 0 {
 		return fmt.Errorf("memstore: shards %d must be a positive power of two", c.Shards)
+	}
+	if c.MaxKeys < 0 {
+		return fmt.Errorf("memstore: max keys %d is negative", c.MaxKeys)
 	}
 	return nil
 }
@@ -50,16 +65,21 @@ var ErrStaleEpoch = errors.New("memstore: keys were dropped since the decision b
 // state that matters (Sweep removes rested keys, which decide the same as
 // absent ones), and a stale PutAt cannot re-insert one.
 type Store struct {
-	seed   maphash.Seed
-	mask   uint64
-	epoch  atomic.Uint64
-	shards []shard
+	seed    maphash.Seed
+	mask    uint64
+	epoch   atomic.Uint64
+	shards  []shard
+	maxKeys int64
+	keys    atomic.Int64 // held, across shards; kept only with a cap
+	evicted atomic.Int64
+	refused atomic.Int64
 }
 
 type shard struct {
-	mu   sync.Mutex
-	tats map[string]int64
-	_    [40]byte // keep neighbouring shards' locks off one cache line
+	mu       sync.Mutex
+	tats     map[string]int64
+	lastScan int64    // now of the last eviction scan, to scan at most once per ms
+	_        [32]byte // keep neighbouring shards' locks off one cache line
 }
 
 // New returns an empty store. It panics if cfg is invalid; call
@@ -68,7 +88,7 @@ func New(cfg Config) *Store {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	s := &Store{seed: maphash.MakeSeed(), mask: uint64(cfg.Shards - 1), shards: make([]shard, cfg.Shards)}
+	s := &Store{seed: maphash.MakeSeed(), mask: uint64(cfg.Shards - 1), shards: make([]shard, cfg.Shards), maxKeys: int64(cfg.MaxKeys)}
 	for i := range s.shards {
 		s.shards[i].tats = make(map[string]int64)
 	}
@@ -114,27 +134,68 @@ func (s *Store) decide(ctx context.Context, group string, keys []string, limits 
 	sh := s.shardFor(group)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	absent := false
+	fresh := 0
 	for _, k := range keys {
 		tat, ok := sh.tats[k]
-		absent = absent || !ok
+		if !ok {
+			fresh++
+		}
 		tats = append(tats, tat)
 	}
-	if absent && !current() {
+	if fresh > 0 && !current() {
 		return gcra.Result{}, ErrStaleEpoch
+	}
+	if fresh > 0 && !s.makeRoomLocked(sh, fresh, now) {
+		s.refused.Add(1)
+		return gcra.Result{}, ErrFull
 	}
 	agg, err := gcra.DecideComposite(tats, now, limits, cost, out)
 	if err != nil || !agg.Allowed {
 		return agg, err
 	}
 	for i, k := range keys {
-		sh.tats[k] = out[i].TAT
+		s.setLocked(sh, k, out[i].TAT)
 	}
 	return agg, nil
 }
 
 // Epoch returns the store's current epoch; see Store.
 func (s *Store) Epoch() uint64 { return s.epoch.Load() }
+
+// setLocked stores tat for k, counting a new key. sh.mu is held.
+func (s *Store) setLocked(sh *shard, k string, tat int64) {
+	if s.maxKeys > 0 {
+		if _, ok := sh.tats[k]; !ok {
+			s.keys.Add(1)
+		}
+	}
+	sh.tats[k] = tat
+}
+
+// makeRoomLocked reports whether n new keys fit under the cap, evicting the
+// shard's rested keys (TAT at or before now) when they do not. sh.mu is
+// held. The room is not reserved: concurrent inserts into other shards may
+// overshoot the cap by a few keys, never by more than one request's keys
+// per shard.
+func (s *Store) makeRoomLocked(sh *shard, n int, now int64) bool {
+	if s.maxKeys == 0 || s.keys.Load()+int64(n) <= s.maxKeys {
+		return true
+	}
+	if sh.lastScan != 0 && now >= sh.lastScan && now-sh.lastScan < 1000 {
+		return false // scanned within the last millisecond: a flood of new keys scans once per ms
+	}
+	sh.lastScan = now
+	removed := 0
+	for k, tat := range sh.tats {
+		if tat <= now {
+			delete(sh.tats, k)
+			removed++
+		}
+	}
+	s.keys.Add(-int64(removed))
+	s.evicted.Add(int64(removed))
+	return s.keys.Load()+int64(n) <= s.maxKeys
+}
 
 // Get returns the TAT stored for key in group, or 0.
 func (s *Store) Get(group, key string) int64 {
@@ -155,12 +216,13 @@ func (s *Store) Has(group, key string) bool {
 
 // Put stores tat for key in group, keeping the later of tat and what is
 // already there, so loading persisted state never makes a key more lenient.
-// A key that was missing is held afterwards even when tat is 0.
+// A key that was missing is held afterwards even when tat is 0, even over
+// MaxKeys: check Room first.
 func (s *Store) Put(group, key string, tat int64) {
 	sh := s.shardFor(group)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.putLocked(key, tat)
+	s.putLocked(sh, key, tat)
 }
 
 // PutAt is Put for a caller that read epoch before it established that it
@@ -174,14 +236,32 @@ func (s *Store) PutAt(epoch uint64, group, key string, tat int64) bool {
 	if s.epoch.Load() != epoch {
 		return false
 	}
-	sh.putLocked(key, tat)
+	s.putLocked(sh, key, tat)
 	return true
 }
 
-func (sh *shard) putLocked(key string, tat int64) {
+func (s *Store) putLocked(sh *shard, key string, tat int64) {
 	if old, ok := sh.tats[key]; !ok || tat > old {
-		sh.tats[key] = tat
+		s.setLocked(sh, key, tat)
 	}
+}
+
+// Room reports whether n new keys of group fit under MaxKeys at now,
+// evicting rested keys of the group's shard if needed; a false answer is
+// counted in Refused. Call it before loading keys to Put, since Put never
+// refuses: loaded state must not be dropped.
+func (s *Store) Room(group string, n int, now int64) bool {
+	if s.maxKeys == 0 {
+		return true
+	}
+	sh := s.shardFor(group)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if !s.makeRoomLocked(sh, n, now) {
+		s.refused.Add(1)
+		return false
+	}
+	return true
 }
 
 // DeleteFunc deletes every key for which drop returns true (an owner
@@ -203,7 +283,15 @@ func (s *Store) DeleteFunc(drop func(key string) bool) int {
 		}
 		sh.mu.Unlock()
 	}
+	s.forget(removed)
 	return removed
+}
+
+// forget uncounts removed keys.
+func (s *Store) forget(removed int) {
+	if s.maxKeys > 0 {
+		s.keys.Add(-int64(removed))
+	}
 }
 
 // Sweep deletes every key whose TAT is at or before now (a rested key and a
@@ -222,8 +310,17 @@ func (s *Store) Sweep(now int64) int {
 		}
 		sh.mu.Unlock()
 	}
+	s.forget(removed)
 	return removed
 }
+
+// Evicted returns how many rested keys were evicted to make room under
+// MaxKeys (Sweep's removals are not counted).
+func (s *Store) Evicted() int64 { return s.evicted.Load() }
+
+// Refused returns how many Decide and Put calls found the store full of
+// live keys (ErrFull).
+func (s *Store) Refused() int64 { return s.refused.Load() }
 
 // Len returns the number of keys held, rested or not.
 func (s *Store) Len() int {

@@ -19,6 +19,8 @@ const (
 	// DefaultMaxInFlight is the number of concurrent RPCs per peer; see the
 	// package documentation for how it was chosen.
 	DefaultMaxInFlight = 1
+	// DefaultMaxQueue bounds the items waiting for one peer.
+	DefaultMaxQueue = 4096
 )
 
 // ClientConfig describes a Client. Zero numeric fields mean their defaults.
@@ -39,6 +41,13 @@ type ClientConfig struct {
 	// arrive while all slots are busy wait and leave together when one
 	// frees. 1 gives the biggest batches; a few overlap round trips.
 	MaxInFlight int
+
+	// MaxQueue bounds the items waiting for one peer while its RPC slots
+	// are busy. An item that finds the queue full fails at once with
+	// ErrQueueFull (counted in weir_forwards_total as result
+	// "queue_full") instead of waiting: the caller applies its failure
+	// policy, and a slow peer cannot pile up callers and memory.
+	MaxQueue int
 
 	// Timeout is the ceiling on one forward, applied inside the caller's
 	// context: the earlier deadline wins. The caller's context is meant to
@@ -67,6 +76,7 @@ func DefaultClientConfig() ClientConfig {
 		MaxBatch:    DefaultMaxBatch,
 		MaxInFlight: DefaultMaxInFlight,
 		Timeout:     DefaultTimeout,
+		MaxQueue:    DefaultMaxQueue,
 	}
 }
 
@@ -79,6 +89,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("peer: config: negative window %v", c.Window)
 	case c.MaxInFlight < 0:
 		return fmt.Errorf("peer: config: negative max in flight %d", c.MaxInFlight)
+	case c.MaxQueue < 0:
+		return fmt.Errorf("peer: config: negative max queue %d", c.MaxQueue)
 	case c.Timeout < 0:
 		return fmt.Errorf("peer: config: negative timeout %v", c.Timeout)
 	}
@@ -95,6 +107,9 @@ func (c ClientConfig) withDefaults() ClientConfig {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
 	}
 	return c
 }

@@ -12,8 +12,10 @@
 //
 // Usage:
 //
-//	// Owner side, on the node's gRPC server:
-//	peer.Register(grpcServer, clusterHandler)
+//	// Owner side, on the node's gRPC server, behind the Validator that
+//	// checks forwarded items against the owner's clock and policy:
+//	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), clusterHandler, policies, nowMicros, registry)
+//	peer.Register(grpcServer, v)
 //
 //	// Sending side:
 //	cfg := peer.DefaultClientConfig()

@@ -10,10 +10,11 @@ import (
 
 // Outcomes counted per forwarded item in weir_forwards_total.
 const (
-	outcomeOK       = "ok"        // the owner decided
-	outcomeNotOwner = "not_owner" // the receiver named another owner
-	outcomeError    = "error"     // owner error, transport error, closed
-	outcomeTimeout  = "timeout"   // a deadline passed first
+	outcomeOK       = "ok"         // the owner decided
+	outcomeNotOwner = "not_owner"  // the receiver named another owner
+	outcomeError    = "error"      // owner error, transport error, closed
+	outcomeTimeout  = "timeout"    // a deadline passed first
+	outcomeFull     = "queue_full" // refused at once: the peer's queue was full
 )
 
 type metrics struct {
@@ -27,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		forwards: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_forwards_total",
-			Help: "Items forwarded to their owner, by result (ok, not_owner, error, timeout).",
+			Help: "Items forwarded to their owner, by result (ok, not_owner, error, timeout, queue_full).",
 		}, []string{"result"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "weir_forward_batch_size",
@@ -61,6 +62,8 @@ func (m *metrics) observe(start time.Time, r Result, err error) {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		outcome = outcomeTimeout
+	case errors.Is(err, ErrQueueFull):
+		outcome = outcomeFull
 	case err != nil || r.Err != nil:
 		outcome = outcomeError
 	case r.NotOwner != "":

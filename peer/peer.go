@@ -20,6 +20,9 @@ var (
 	// owner answered while the caller's own context was still live. It wraps
 	// context.DeadlineExceeded as well.
 	ErrTimeout = errors.New("peer: forward timed out")
+	// ErrQueueFull is returned at once when ClientConfig.MaxQueue items
+	// already wait for the peer.
+	ErrQueueFull = errors.New("peer: queue to the peer is full")
 	// ErrRemote wraps the error text an owner returned for one item, in
 	// Result.Err.
 	ErrRemote = errors.New("peer: owner error")

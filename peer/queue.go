@@ -32,6 +32,7 @@ type peerQueue struct {
 	from        string
 	maxBatch    int
 	maxInFlight int
+	maxQueue    int
 	window      time.Duration
 	metrics     *metrics
 	wg          *sync.WaitGroup // the Client's
@@ -64,7 +65,7 @@ type answer struct {
 func newPeerQueue(addr string, conn *grpc.ClientConn, rpc peerv1.PeerClient, c *Client) *peerQueue {
 	p := &peerQueue{
 		addr: addr, conn: conn, rpc: rpc, from: c.cfg.LocalName,
-		maxBatch: c.cfg.MaxBatch, maxInFlight: c.cfg.MaxInFlight, window: c.cfg.Window,
+		maxBatch: c.cfg.MaxBatch, maxInFlight: c.cfg.MaxInFlight, maxQueue: c.cfg.MaxQueue, window: c.cfg.Window,
 		metrics: c.metrics, wg: &c.wg,
 	}
 	p.life, p.cancel = context.WithCancel(context.Background())
@@ -77,6 +78,11 @@ func (p *peerQueue) enqueue(cl *call) {
 	if err := p.mu.closeErr; err != nil {
 		p.mu.Unlock()
 		cl.done <- answer{err: err}
+		return
+	}
+	if len(p.mu.queue) >= p.maxQueue {
+		p.mu.Unlock()
+		cl.done <- answer{err: fmt.Errorf("%w: %s has %d items waiting", ErrQueueFull, p.addr, p.maxQueue)}
 		return
 	}
 	p.mu.queue = append(p.mu.queue, cl)

@@ -29,7 +29,7 @@ type (
 		DefaultTier        string                           `yaml:"default_tier"`
 		Defaults           fileDefaults                     `yaml:"defaults"`
 		Tiers              map[string]map[string]fileAdjust `yaml:"tiers"`
-		Tenants            map[string]fileTenant            `yaml:"tenants"`
+		Tenants            fileTenants                      `yaml:"tenants"`
 		Limits             []fileLimit                      `yaml:"limits"`
 	}
 	fileDefaults struct {
@@ -120,6 +120,7 @@ func parse(source string, data []byte, digest [32]byte) (*Policy, error) {
 	if err := c.err(source); err != nil {
 		return nil, err
 	}
+	p.indexParams()
 	p.Source = source
 	p.digest = digest
 	if p.Version == "" {

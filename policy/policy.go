@@ -83,6 +83,8 @@ type Policy struct {
 	// DefaultTier applies to tenants without an entry; "" for none.
 	DefaultTier string
 
+	keys keyIndex // what ParamsForKey reads: keyparams.go
+
 	digest    [32]byte
 	names     []string       // descriptor names some limit uses, sorted
 	index     map[string]int // name -> position in names

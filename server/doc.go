@@ -6,13 +6,13 @@
 //
 // # Usage
 //
-//	gs := grpc.NewServer()
+//	gs := grpc.NewServer(server.DefaultGRPCConfig().ServerOptions()...)
 //	hs := server.RegisterGRPC(gs, core, logger) // core is the limiter
 //	go gs.Serve(grpcListener)
 //
 //	api := server.NewHTTPHandler(server.DefaultHTTPConfig(), core, registry, ready, logger)
-//	hsrv := &http.Server{Handler: api, ReadHeaderTimeout: 5 * time.Second}
-//	go hsrv.Serve(httpListener)
+//	hsrv, err := server.NewHTTPServer(server.DefaultHTTPServerConfig(), api, logger, registry)
+//	go hsrv.Serve(httpListener) // timeouts and the connection cap apply
 //
 //	// On shutdown: report NOT_SERVING first so balancers drain the node.
 //	hs.Shutdown()
@@ -29,13 +29,24 @@
 // index, and nothing is decided. Every other check belongs to the limiter,
 // whose limiter.ErrInvalidRequest errors map the same way.
 //
+// # Bounds
+//
+// GRPCConfig.ServerOptions sizes the largest message to the largest valid
+// request (MaxDecideBatchRequestBytes), bounds streams per connection,
+// enforces keepalive, and installs a codec that refuses a DecideRequest
+// larger than any valid one (RESOURCE_EXHAUSTED) and too many descriptors
+// or requests (INVALID_ARGUMENT) before decoding, and answers undecodable
+// bytes with INVALID_ARGUMENT instead of INTERNAL. HTTPServerConfig bounds
+// how long a client may take and how many connections are open. See
+// docs/security-bounds.md.
+//
 // # Caller duties
 //
 //   - The Decider must be safe for concurrent use; both transports call it
 //     from many goroutines.
-//   - Serve the gRPC server and the HTTP handler, set server timeouts
-//     (ReadHeaderTimeout at least) and stop them; this package starts no
-//     goroutines of its own.
+//   - Serve the gRPC server and the HTTP handler (with the options and
+//     server above, or your own timeouts) and stop them; this package
+//     starts no goroutines of its own.
 //   - Keep the returned health server and call its Shutdown before stopping,
 //     and make ready report false until the node can decide (policy loaded,
 //     ring joined).

@@ -19,7 +19,10 @@ import (
 // limiter.ErrInvalidRequest (and unknown fields, a cost below 1, a batch
 // over limiter.MaxBatch) to INVALID_ARGUMENT with the reason;
 // context.DeadlineExceeded to DEADLINE_EXCEEDED; context.Canceled to
-// CANCELED; anything else to UNAVAILABLE, logged at warn. A nil logger
+// CANCELED; anything else to UNAVAILABLE, logged at warn. On a server built
+// with GRPCConfig.ServerOptions, a request larger than any valid one is
+// RESOURCE_EXHAUSTED and one that does not decode (garbage bytes, invalid
+// UTF-8) is INVALID_ARGUMENT, both before it is decoded or decided. A nil logger
 // discards. It panics if d is nil. The service is safe for concurrent use.
 func NewGRPCService(d Decider, logger *slog.Logger) weirv1.RateLimiterServer {
 	if d == nil {
@@ -53,6 +56,9 @@ type grpcService struct {
 var _ weirv1.RateLimiterServer = (*grpcService)(nil)
 
 func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
+	if err := refusal(in); err != nil {
+		return nil, err
+	}
 	out, err := decide(ctx, g.d, in)
 	if err != nil {
 		return nil, g.toStatus("Decide", err)
@@ -61,6 +67,9 @@ func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*we
 }
 
 func (g *grpcService) DecideBatch(ctx context.Context, in *weirv1.DecideBatchRequest) (*weirv1.DecideBatchResponse, error) {
+	if err := refusal(in); err != nil {
+		return nil, err
+	}
 	out, err := decideBatch(ctx, g.d, in)
 	if err != nil {
 		return nil, g.toStatus("DecideBatch", err)

@@ -150,7 +150,11 @@ func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Messa
 		return false
 	}
 	if err := unmarshalJSON.Unmarshal(body, m); err != nil {
-		writeJSONError(w, http.StatusBadRequest, "parsing body: "+err.Error())
+		msg := err.Error()
+		if lone := loneSurrogate(body); lone != "" {
+			msg = lone
+		}
+		writeJSONError(w, http.StatusBadRequest, "parsing body: "+msg)
 		return false
 	}
 	return true

@@ -27,6 +27,14 @@ type Config struct {
 	// Larger spares a struggling Redis, smaller drains the backlog sooner
 	// after it recovers. Default 1s; must be at least FlushInterval.
 	MaxBackoff time.Duration
+	// MaxBacklog bounds the keys waiting for a flush, split evenly over
+	// the backlog's shards. A mark of a new key into a full shard first
+	// drops the shard's rested marks (a TAT at or before now: Redis's older
+	// value for the key is rested too, so nothing is lost); if none are,
+	// the new mark is dropped and counted in
+	// weir_writebehind_backlog_full_total, and a crash may then lose that
+	// key's state. 0 means no bound. Default 1,000,000.
+	MaxBacklog int
 }
 
 // DefaultConfig returns the recommended configuration.
@@ -36,6 +44,7 @@ func DefaultConfig() Config {
 		MaxBatch:      512,
 		Timeout:       100 * time.Millisecond,
 		MaxBackoff:    time.Second,
+		MaxBacklog:    1_000_000,
 	}
 }
 
@@ -48,6 +57,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("writebehind: max batch %d must be positive", c.MaxBatch)
 	case c.Timeout <= 0:
 		return fmt.Errorf("writebehind: timeout %s must be positive", c.Timeout)
+	case c.MaxBacklog < 0:
+		return fmt.Errorf("writebehind: max backlog %d is negative", c.MaxBacklog)
 	case c.MaxBackoff < c.FlushInterval:
 		return fmt.Errorf("writebehind: max backoff %s must be at least the flush interval %s", c.MaxBackoff, c.FlushInterval)
 	}

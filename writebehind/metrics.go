@@ -13,6 +13,8 @@ type metrics struct {
 	written  prometheus.Counter
 	commands prometheus.Counter
 	dropped  prometheus.Counter
+	// backlogFull counts marks refused by a full backlog.
+	backlogFull prometheus.Counter
 }
 
 // weir_redis_commands_total is shared by every component that talks to
@@ -39,6 +41,10 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 		Name: "weir_writebehind_dropped_total",
 		Help: "Marks dropped because the key was empty or the TAT outside [0, 2^53).",
 	})
+	backlogFull := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "weir_writebehind_backlog_full_total",
+		Help: "Marks of live keys dropped because the backlog held Config.MaxBacklog keys: a crash may lose these keys' state.",
+	})
 	pending := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_writebehind_pending",
 		Help: "TATs marked but not yet known to be stored (the backlog).",
@@ -57,16 +63,17 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 		if commands, err = registerShared(reg, commands); err != nil {
 			return nil, err
 		}
-		if err := registerAll(reg, flushes, written, dropped, pending, lag); err != nil {
+		if err := registerAll(reg, flushes, written, dropped, backlogFull, pending, lag); err != nil {
 			return nil, err
 		}
 	}
 	return &metrics{
-		flushOK:  flushes.WithLabelValues("ok"),
-		flushErr: flushes.WithLabelValues("error"),
-		written:  written,
-		commands: commands.WithLabelValues("store_tats"),
-		dropped:  dropped,
+		flushOK:     flushes.WithLabelValues("ok"),
+		flushErr:    flushes.WithLabelValues("error"),
+		written:     written,
+		commands:    commands.WithLabelValues("store_tats"),
+		dropped:     dropped,
+		backlogFull: backlogFull,
 	}, nil
 }
 

@@ -139,10 +139,31 @@ func (w *Writer) Mark(key string, tat int64) {
 	if len(s.dirty) == 0 {
 		s.since = w.now()
 	}
-	if old, ok := s.dirty[key]; !ok || tat > old {
+	if old, ok := s.dirty[key]; (ok && tat > old) || (!ok && w.roomLocked(s)) {
 		s.dirty[key] = tat
 	}
 	s.mu.Unlock()
+}
+
+// roomLocked reports whether s can take one more key under MaxBacklog,
+// dropping its rested marks when it is full (see Config.MaxBacklog). A
+// refusal is counted. s.mu is held.
+func (w *Writer) roomLocked(s *shard) bool {
+	limit := w.cfg.MaxBacklog / numShards
+	if w.cfg.MaxBacklog == 0 || len(s.dirty) < max(limit, 1) {
+		return true
+	}
+	now := w.now()
+	for k, v := range s.dirty {
+		if v <= now {
+			delete(s.dirty, k)
+		}
+	}
+	if len(s.dirty) < max(limit, 1) {
+		return true
+	}
+	w.m.backlogFull.Inc()
+	return false
 }
 
 // Pending returns how many TATs are not yet known to be stored: those
@@ -235,7 +256,7 @@ func (w *Writer) putBack(tats []redisbackend.TAT, sinces []int64) {
 		if len(s.dirty) == 0 || sinces[i] < s.since {
 			s.since = sinces[i]
 		}
-		if old, ok := s.dirty[t.Key]; !ok || t.TAT > old {
+		if old, ok := s.dirty[t.Key]; (ok && t.TAT > old) || (!ok && w.roomLocked(s)) {
 			s.dirty[t.Key] = t.TAT
 		}
 		s.mu.Unlock()

@@ -22,6 +22,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	Bounds          boundsConfig // resource bounds: bounds.go
 
 	// Cluster membership.
 	NodeName       string
@@ -61,6 +62,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
@@ -77,6 +79,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if err := checkBounds(); err != nil {
+		return config{}, err
 	}
 	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
 	return c, c.validate()

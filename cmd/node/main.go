@@ -37,11 +37,12 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	reloads := startReloader(func() { n.reloadPolicy(); n.reloadGossipKeys(cfg) }) // off this loop: SIGTERM must never wait for a reload
+	defer reloads.stop()
 	for {
 		select {
 		case <-hup:
-			n.reloadPolicy()
-			n.reloadGossipKeys(cfg)
+			reloads.request()
 		case err := <-n.failed:
 			logger.Error("node failed", "err", err)
 			n.shutdown(context.Background(), cfg.ShutdownTimeout)

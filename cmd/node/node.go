@@ -97,10 +97,16 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if n.rls, err = envoyrls.New(lim, logger, reg); err != nil {
 		return nil, err
 	}
+	ph, err := n.peerHandler(cfg.Bounds, policies, reg)
+	if err != nil {
+		return nil, err
+	}
 	if err := n.listen(cfg); err != nil {
 		return nil, err
 	}
-	n.serve(cfg, lim, reg)
+	if err := n.serve(cfg, lim, ph, reg); err != nil {
+		return nil, err
+	}
 	if err := n.joinCluster(bgCtx, cfg, reg); err != nil {
 		return nil, err
 	}
@@ -150,29 +156,33 @@ func (n *node) listen(cfg config) error {
 }
 
 // serve starts the public gRPC and HTTP servers and, on its own listener,
-// the peer server. The peer service is never registered on the public
-// server, and the peer server has no reflection.
-func (n *node) serve(cfg config, lim *limiter.Limiter, reg *prometheus.Registry) {
-	n.grpc = grpc.NewServer(n.publicServerOptions(cfg)...)
+// the peer server, answering forwarded work with ph. The peer service is
+// never registered on the public server, and the peer server has no
+// reflection.
+func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *prometheus.Registry) error {
+	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
-	peer.Register(n.peerGRPC, n.state.cluster)
+	peer.Register(n.peerGRPC, ph)
 	envoyrls.Register(n.grpc, n.rls)
-	ready := n.state.ready
-	n.http = &http.Server{
-		Handler:           n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, ready, n.logger), lim, reg),
-		ReadHeaderTimeout: 5 * time.Second,
+	hcfg := server.DefaultHTTPServerConfig()
+	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
+	hs, err := server.NewHTTPServer(hcfg, n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, n.state.ready, n.logger), lim, reg), n.logger, reg)
+	if err != nil {
+		return err
 	}
-	serveHTTP := func() error { return n.http.Serve(n.httpLis) }
+	n.http = hs.Server
+	serveHTTP := func() error { return hs.Serve(n.httpLis) }
 	if n.tls.public != nil {
 		n.http.TLSConfig = n.tls.public.ServerConfig(cfg.TLSClientCA != "")
-		serveHTTP = func() error { return n.http.ServeTLS(n.httpLis, "", "") }
+		serveHTTP = func() error { return hs.ServeTLS(n.httpLis, "", "") }
 	}
 	go func() { n.report(n.grpc.Serve(n.grpcLis), "grpc") }()
 	go func() { n.report(serveHTTP(), "http") }()
 	go func() { n.report(n.peerGRPC.Serve(n.peerLis), "peer") }()
 	n.logger.Info("weir node listening", "grpc", n.grpcLis.Addr().String(), "http", n.httpLis.Addr().String(),
 		"peer", n.peerLis.Addr().String(), "tls", n.tls.public != nil, "peer_tls", n.tls.peer != nil)
+	return nil
 }
 
 // report forwards a server's unexpected exit to run's loop.

@@ -39,7 +39,8 @@ type state struct {
 // write-behind, Redis clock), the ring and the peer client, and the cluster
 // that ties them together. A node without --join is a cluster of one.
 func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registerer) (*state, error) {
-	mem := memstore.New(memstore.DefaultConfig())
+	mem := memstore.New(memstoreConfig(cfg.Bounds))
+	registerMemstoreMetrics(mem, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_active_keys",
 		Help: "Keys held in owner memory (rested keys are freed by the sweeper).",

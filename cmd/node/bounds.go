@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer"
+	"github.com/weirhq/weir/server"
+)
+
+// boundsConfig holds the resource bounds set by flag (see
+// docs/security-bounds.md for every bound and its default).
+type boundsConfig struct {
+	MaxKeys      int
+	PeerMaxSkew  time.Duration
+	HTTPMaxConns int
+}
+
+// addBoundsFlags defines the bounds' flags on fs. The returned function
+// applies their WEIR_* environment values (a flag given on the command line
+// wins) and checks them; call it after fs.Parse.
+func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) string) func() error {
+	fs.IntVar(&b.MaxKeys, "max-keys", 0, "most keys held in owner memory; rested keys are evicted first, and when all are live new keys fall back by policy (reason memory_full); 0 means no cap")
+	fs.DurationVar(&b.PeerMaxSkew, "peer-max-skew", peer.DefaultMaxSkew, "forwarded work stamped further than this from this node's clock is refused")
+	fs.IntVar(&b.HTTPMaxConns, "http-max-conns", server.DefaultHTTPServerConfig().MaxConns, "most open HTTP connections; keep well below ulimit -n")
+	names := []string{"max-keys", "peer-max-skew", "http-max-conns"}
+	return func() error {
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		var errs []error
+		for _, name := range names {
+			if v := getenv(envName(name)); v != "" && !given[name] {
+				if err := fs.Set(name, v); err != nil {
+					errs = append(errs, fmt.Errorf("%s=%q: %w", envName(name), v, err))
+				}
+			}
+		}
+		if b.MaxKeys < 0 {
+			errs = append(errs, fmt.Errorf("--max-keys %d must not be negative", b.MaxKeys))
+		}
+		if b.PeerMaxSkew <= 0 {
+			errs = append(errs, fmt.Errorf("--peer-max-skew %s must be positive", b.PeerMaxSkew))
+		}
+		if b.HTTPMaxConns <= 0 {
+			errs = append(errs, fmt.Errorf("--http-max-conns %d must be positive", b.HTTPMaxConns))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// memstoreConfig is owner memory's configuration with the --max-keys cap.
+func memstoreConfig(b boundsConfig) memstore.Config {
+	mcfg := memstore.DefaultConfig()
+	mcfg.MaxKeys = b.MaxKeys
+	return mcfg
+}
+
+// registerMemstoreMetrics counts what the --max-keys cap does.
+func registerMemstoreMetrics(mem *memstore.Store, reg prometheus.Registerer) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "weir_memstore_evicted_total",
+			Help: "Rested keys evicted from owner memory to make room under --max-keys.",
+		}, func() float64 { return float64(mem.Evicted()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "weir_memstore_full_total",
+			Help: "Requests for a new key refused because owner memory held --max-keys live keys (they fell back with reason memory_full).",
+		}, func() float64 { return float64(mem.Refused()) }),
+	)
+}
+
+// peerHandler wraps the cluster in the Validator that checks forwarded
+// work against this node's clock and policy.
+func (n *node) peerHandler(b boundsConfig, policies limiter.PolicySource, reg prometheus.Registerer) (peer.Handler, error) {
+	vcfg := peer.DefaultValidatorConfig()
+	vcfg.MaxSkew = b.PeerMaxSkew
+	now := n.state.now
+	return peer.NewValidator(vcfg, n.state.cluster, policies, func() int64 { return now().UnixMicro() }, reg)
+}

@@ -1,0 +1,191 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/weirhq/weir/gcra"
+)
+
+// The ranges a policy accepts for a limit's numbers, as GCRA parameters.
+// Every limit, tier, override and fallback of a valid Policy lies within
+// them; CheckParams holds numbers from elsewhere (forwarded work) to them.
+const (
+	// MinInterval is the emission interval of the fastest accepted rate,
+	// maxPerSecond units per second, in microseconds.
+	MinInterval = int64(1_000_000 / maxPerSecond)
+	// MaxInterval is the emission interval of one unit per day, in
+	// microseconds: the slowest rate unit a policy may use is N/d (this
+	// bound must stay at or above every rate ParseRate accepts).
+	MaxInterval = int64(24 * 3600 * 1_000_000)
+)
+
+// CheckParams reports whether l lies within the ranges a policy accepts: an
+// interval in [MinInterval, MaxInterval] and a burst of at least 1 whose
+// span (interval times burst) passes gcra.Limit.Validate. The error wraps
+// ErrInvalid. It changes nothing.
+func CheckParams(l gcra.Limit) error {
+	if l.Interval < MinInterval || l.Interval > MaxInterval {
+		return &invalidError{msg: fmt.Sprintf("policy: interval %dus outside [%d, %d]", l.Interval, MinInterval, MaxInterval)}
+	}
+	if err := l.Validate(); err != nil {
+		return &invalidError{msg: "policy: " + err.Error()}
+	}
+	return nil
+}
+
+// KeyMatch says how much a policy knows about a key it is asked about.
+type KeyMatch int
+
+const (
+	// KeyUnknown: no limit of the policy builds this key (another policy
+	// version, or not a key of this policy's shape).
+	KeyUnknown KeyMatch = iota
+	// KeyExact: the key names its limit and its tenant, so the policy
+	// gives exactly one set of numbers for it.
+	KeyExact
+	// KeyAmbiguous: the key names a limit whose key does not carry the
+	// tenant descriptor while tenants or tiers give that limit different
+	// numbers, so the numbers depend on a descriptor the key does not hold.
+	// The returned set is every value the policy can give the limit.
+	KeyAmbiguous
+)
+
+// ParamsForKey returns the numbers this policy gives the limit that built
+// key (see Resolve for the key's shape), after the tenant's tier and
+// overrides when the key carries the tenant. With KeyExact the slice holds
+// the one answer; with KeyAmbiguous every value the limit may have; with
+// KeyUnknown it is nil. The slice must not be modified. Safe for concurrent
+// use; it allocates only to unescape a tenant value that needed escaping.
+func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
+	l, fields, ok := p.splitKey(key)
+	if !ok {
+		return nil, KeyUnknown
+	}
+	li := p.keys.limitIndex[l]
+	if len(p.tenants) == 0 || p.tenantIdx < 0 {
+		return p.keys.paramSets[li][:1:1], KeyExact // the base profile; see indexParams
+	}
+	for j, di := range l.match {
+		if di != p.tenantIdx {
+			continue
+		}
+		prof, found := p.tenants[unescape(fields[j])]
+		if !found {
+			prof = p.base
+		}
+		return []gcra.Limit{prof[li].params}, KeyExact
+	}
+	if set := p.keys.paramSets[li]; len(set) > 1 {
+		return set, KeyAmbiguous
+	}
+	return p.keys.paramSets[li], KeyExact
+}
+
+// splitKey finds the limit that built key and the key's value fields
+// (still escaped), one per entry of the limit's Match.
+func (p *Policy) splitKey(key string) (*Limit, []string, bool) {
+	rest, ok := strings.CutPrefix(key, KeyPrefix+"{")
+	if !ok {
+		return nil, nil, false
+	}
+	_, rest, ok = strings.Cut(rest, "}:")
+	if !ok {
+		return nil, nil, false
+	}
+	name, rest, ok := strings.Cut(rest, ":")
+	l := p.byName[name]
+	if !ok || l == nil {
+		return nil, nil, false
+	}
+	fields := strings.Split(rest, ":")
+	if len(fields) != len(l.match) {
+		return nil, nil, false
+	}
+	return l, fields, true
+}
+
+// unescape reverses writeEscaped. Malformed escapes are kept as they are:
+// such a value names no tenant of the policy.
+func unescape(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if c, ok := unhex(s[i+1], s[i+2]); ok {
+				b.WriteByte(c)
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func unhex(hi, lo byte) (byte, bool) {
+	h, ok1 := hexVal(hi)
+	l, ok2 := hexVal(lo)
+	return h<<4 | l, ok1 && ok2
+}
+
+func hexVal(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// keyIndex is what ParamsForKey needs beyond the profiles.
+type keyIndex struct {
+	limitIndex map[*Limit]int // position in Policy.Limits
+	paramSets  [][]gcra.Limit // per limit: every value it may take, base first
+}
+
+// indexParams records, per limit, its position in p.Limits and the distinct
+// numbers the base profile, every tier and every tenant give it (the base
+// profile's first), so ParamsForKey answers without scanning tenants. Call
+// once the profiles are built; it is linear in tenants times limits.
+func (p *Policy) indexParams() {
+	p.keys.limitIndex = make(map[*Limit]int, len(p.Limits))
+	p.keys.paramSets = make([][]gcra.Limit, len(p.Limits))
+	seen := make([]map[gcra.Limit]bool, len(p.Limits))
+	for i, l := range p.Limits {
+		p.keys.limitIndex[l] = i
+		p.keys.paramSets[i] = []gcra.Limit{p.base[i].params}
+		seen[i] = map[gcra.Limit]bool{p.base[i].params: true}
+	}
+	add := func(prof profile) {
+		for i, e := range prof {
+			if !seen[i][e.params] {
+				seen[i][e.params] = true
+				p.keys.paramSets[i] = append(p.keys.paramSets[i], e.params)
+			}
+		}
+	}
+	for _, prof := range p.tiers {
+		add(prof)
+	}
+	for _, prof := range p.tenants {
+		add(prof)
+	}
+}
+
+// GroupTag returns the hash tag Resolve writes for a group value: the value
+// with '%', '{', '}' and ':' escaped. A key of that group holds it between
+// its first '{' and '}'.
+func GroupTag(group string) string {
+	if escapedLen(group) == len(group) {
+		return group
+	}
+	var b strings.Builder
+	b.Grow(escapedLen(group))
+	writeEscaped(&b, group)
+	return b.String()
+}

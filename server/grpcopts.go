@@ -1,0 +1,161 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/weirhq/weir/limiter"
+)
+
+// Wire sizes of the largest valid requests, from the API limits
+// (limiter.MaxDescriptors, limiter.MaxDescriptorBytes, limiter.MaxBatch).
+// One descriptor is a map entry: tag (1 byte) + entry length (2) + key
+// (tag 1 + length 2 + 256 bytes) + value (1 + 2 + 256) = 521 bytes; the
+// cost is a tag and a 10-byte varint. A request in a batch adds its tag and
+// a 3-byte length.
+const (
+	maxDescriptorEntryBytes = 1 + 2 + 2*(1+2+limiter.MaxDescriptorBytes)
+	// MaxDecideRequestBytes is the encoded size of the largest valid
+	// DecideRequest: 32 descriptors of 521 bytes and a cost, 16,683 bytes.
+	MaxDecideRequestBytes = limiter.MaxDescriptors*maxDescriptorEntryBytes + 1 + 10
+	// MaxDecideBatchRequestBytes is the encoded size of the largest valid
+	// DecideBatchRequest: 1,000 such requests of 4 + 16,683 bytes,
+	// 16,687,000 bytes (about 16 MiB).
+	MaxDecideBatchRequestBytes = limiter.MaxBatch * (1 + 3 + MaxDecideRequestBytes)
+)
+
+// GRPCConfig bounds what one gRPC server accepts. ServerOptions turns it
+// into grpc.ServerOptions.
+type GRPCConfig struct {
+	// MaxRecvMsgBytes is the largest message the server reads; a larger
+	// one is refused with RESOURCE_EXHAUSTED before it is read. The
+	// default, MaxDecideBatchRequestBytes plus 1 KiB, admits every valid
+	// request. Per message type the codec refuses sooner: a DecideRequest
+	// over MaxDecideRequestBytes is RESOURCE_EXHAUSTED before decoding.
+	MaxRecvMsgBytes int
+	// MaxConcurrentStreams bounds the calls in flight on one connection.
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is the shortest interval between client pings the
+	// server tolerates; a client pinging more often is disconnected
+	// (GOAWAY too_many_pings).
+	KeepaliveMinTime time.Duration
+	// KeepaliveTime and KeepaliveTimeout: the server pings a connection
+	// idle for KeepaliveTime and closes it if no answer comes within
+	// KeepaliveTimeout, so dead peers do not hold connections.
+	KeepaliveTime    time.Duration
+	KeepaliveTimeout time.Duration
+	// MaxConnectionIdle closes a connection with no call for this long.
+	MaxConnectionIdle time.Duration
+}
+
+// DefaultGRPCConfig returns the defaults: MaxRecvMsgBytes
+// MaxDecideBatchRequestBytes + 1 KiB, 256 streams per connection, pings no
+// more often than every 10 s, a server ping after 1 min idle with a 20 s
+// timeout, idle connections closed after 15 min.
+func DefaultGRPCConfig() GRPCConfig {
+	return GRPCConfig{
+		MaxRecvMsgBytes:      MaxDecideBatchRequestBytes + 1<<10,
+		MaxConcurrentStreams: 256,
+		KeepaliveMinTime:     10 * time.Second,
+		KeepaliveTime:        time.Minute,
+		KeepaliveTimeout:     20 * time.Second,
+		MaxConnectionIdle:    15 * time.Minute,
+	}
+}
+
+// Validate reports every problem with c. It changes nothing.
+func (c GRPCConfig) Validate() error {
+	var errs []error
+	if c.MaxRecvMsgBytes < MaxDecideBatchRequestBytes {
+		errs = append(errs, fmt.Errorf("server: grpc max recv msg bytes %d is below the largest valid request, %d", c.MaxRecvMsgBytes, MaxDecideBatchRequestBytes))
+	}
+	if c.MaxConcurrentStreams == 0 {
+		errs = append(errs, errors.New("server: grpc max concurrent streams must be positive"))
+	}
+	for name, d := range map[string]time.Duration{
+		"keepalive min time": c.KeepaliveMinTime, "keepalive time": c.KeepaliveTime,
+		"keepalive timeout": c.KeepaliveTimeout, "max connection idle": c.MaxConnectionIdle,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("server: grpc %s %v must be positive", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ServerOptions returns the options that apply c, including the codec that
+// refuses oversized and malformed weir.v1 requests with RESOURCE_EXHAUSTED
+// and INVALID_ARGUMENT (see NewGRPCService). Pass them to grpc.NewServer
+// with any others (credentials). c must pass Validate.
+func (c GRPCConfig) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(c.MaxRecvMsgBytes),
+		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.KeepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout, MaxConnectionIdle: c.MaxConnectionIdle,
+		}),
+		grpc.ForceServerCodecV2(newCodec()),
+	}
+}
+
+// scanBatch checks a DecideBatchRequest's wire form against the API limits
+// without allocating: at most limiter.MaxBatch requests, each at most
+// MaxDecideRequestBytes with at most limiter.MaxDescriptors descriptors. It
+// keeps a forged batch of millions of tiny descriptors from being decoded
+// into maps first and refused after. Malformed wire data is left for
+// proto.Unmarshal to report.
+func scanBatch(b []byte) error {
+	n := 0
+	for len(b) > 0 {
+		num, typ, tl := protowire.ConsumeTag(b)
+		if tl < 0 {
+			return nil
+		}
+		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
+		if vl < 0 {
+			return nil
+		}
+		if num == 1 && typ == protowire.BytesType {
+			n++
+			if n > limiter.MaxBatch {
+				return fmt.Errorf("%w: more than %d requests in one batch", limiter.ErrInvalidRequest, limiter.MaxBatch)
+			}
+			req, _ := protowire.ConsumeBytes(b[tl:])
+			if err := scanRequest(req); err != nil {
+				return fmt.Errorf("request %d: %w", n-1, err)
+			}
+		}
+		b = b[tl+vl:]
+	}
+	return nil
+}
+
+func scanRequest(b []byte) error {
+	if len(b) > MaxDecideRequestBytes {
+		return fmt.Errorf("%w: request of %d bytes exceeds the largest valid request, %d bytes", errTooLarge, len(b), MaxDecideRequestBytes)
+	}
+	n := 0
+	for len(b) > 0 {
+		num, typ, tl := protowire.ConsumeTag(b)
+		if tl < 0 {
+			return nil
+		}
+		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
+		if vl < 0 {
+			return nil
+		}
+		if num == 1 {
+			if n++; n > limiter.MaxDescriptors {
+				return fmt.Errorf("%w: more than %d descriptors", limiter.ErrInvalidRequest, limiter.MaxDescriptors)
+			}
+		}
+		b = b[tl+vl:]
+	}
+	return nil
+}
