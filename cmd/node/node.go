@@ -163,7 +163,7 @@ func (n *node) listen(cfg config) error {
 func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *prometheus.Registry) error {
 	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
-	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
+	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
 	peer.Register(n.peerGRPC, ph)
 	envoyrls.Register(n.grpc, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
