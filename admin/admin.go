@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 )
 
@@ -58,9 +59,10 @@ type Answer[T any] struct {
 	Err   error
 }
 
-// Ask sends GET path?query to every addr (host:port of a node's HTTP
-// listener) at once and decodes each JSON reply into a T. Answers come
-// back in addrs order; a node that fails has Err set. progress, if not
+// Ask sends GET path?query to every addr at once and decodes each JSON
+// reply into a T. An addr is host:port of a node's admin listener (plain
+// HTTP) or a base URL such as https://host:port, for which c's transport
+// carries the TLS configuration. Answers come back in addrs order; a node that fails has Err set. progress, if not
 // nil, is called as each node answers.
 func Ask[T any](ctx context.Context, c *http.Client, addrs []string, path string, query url.Values, progress func(done, total int)) []Answer[T] {
 	out := make([]Answer[T], len(addrs))
@@ -86,8 +88,11 @@ func Ask[T any](ctx context.Context, c *http.Client, addrs []string, path string
 }
 
 func get(ctx context.Context, c *http.Client, addr, path string, query url.Values, v any) error {
-	u := url.URL{Scheme: "http", Host: addr, Path: path, RawQuery: query.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	u, err := target(addr, path, query)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("admin: %w", err)
 	}
@@ -107,4 +112,21 @@ func get(ctx context.Context, c *http.Client, addr, path string, query url.Value
 		return fmt.Errorf("admin: %s%s: %w", addr, path, err)
 	}
 	return nil
+}
+
+// target is the URL of path?query on addr, a host:port (plain HTTP) or a
+// base URL with an http or https scheme.
+func target(addr, path string, query url.Values) (string, error) {
+	u := &url.URL{Scheme: "http", Host: addr}
+	if strings.Contains(addr, "://") {
+		var err error
+		if u, err = url.Parse(addr); err != nil {
+			return "", fmt.Errorf("admin: address %q: %w", addr, err)
+		}
+		if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			return "", fmt.Errorf("admin: address %q: want host:port or http(s)://host:port", addr)
+		}
+	}
+	u.Path, u.RawQuery = path, query.Encode()
+	return u.String(), nil
 }

@@ -41,3 +41,21 @@ func TestAsk_ordersAnswersAndReportsFailures(t *testing.T) {
 		t.Error("an unreachable node gave no error")
 	}
 }
+
+func TestTarget(t *testing.T) {
+	q := map[string][]string{"key": {"a b"}}
+	for _, tc := range []struct{ addr, want string }{
+		{"127.0.0.1:8092", "http://127.0.0.1:8092/admin/inspect?key=a+b"},
+		{"https://weir-0.weir:8092", "https://weir-0.weir:8092/admin/inspect?key=a+b"},
+		{"https://[::1]:8092/", "https://[::1]:8092/admin/inspect?key=a+b"},
+	} {
+		if got, err := target(tc.addr, InspectPath, q); err != nil || got != tc.want {
+			t.Errorf("target(%q) = %q, %v; want %q", tc.addr, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"ftp://h:1", "https://", "https://h:1/some/path", "https://h:1%zz"} {
+		if got, err := target(bad, InspectPath, nil); err == nil {
+			t.Errorf("target(%q) = %q, want an error", bad, got)
+		}
+	}
+}

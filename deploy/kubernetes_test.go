@@ -215,7 +215,7 @@ func TestKubernetes_statefulSetIsWired(t *testing.T) {
 		t.Error("resources are not set")
 	}
 	checkRestricted(t, sts.Spec.Template.Spec, c)
-	for _, want := range []string{"--policy=/etc/weir/policy/policy.yaml", "--node-name=$(POD_NAME)", "--peer-addr=0.0.0.0:8082"} {
+	for _, want := range []string{"--policy=/etc/weir/policy/policy.yaml", "--node-name=$(POD_NAME)", "--peer-addr=0.0.0.0:8082", "--admin-addr=0.0.0.0:8092"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args lack %s", want)
 		}

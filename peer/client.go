@@ -94,7 +94,8 @@ func (c *Client) decide(ctx context.Context, addr string, it Item) (Result, erro
 	}
 	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	cl := &call{ctx: tctx, item: itemToProto(it), done: make(chan answer, 1)}
+	pi := itemToProto(it)
+	cl := &call{ctx: tctx, item: pi, size: itemFieldBytes(pi), done: make(chan answer, 1)}
 	p.enqueue(cl)
 	if a, ok := await(tctx, cl.done); ok {
 		return a.result, a.err

@@ -26,6 +26,7 @@ const (
 // ClientConfig describes a Client. Zero numeric fields mean their defaults.
 type ClientConfig struct {
 	// MaxBatch is the most items coalesced into one RPC, at most MaxItems.
+	// A batch is also cut before it would exceed MaxRequestBytes.
 	// Bigger batches save RPCs under load; each item still waits only for
 	// its own batch.
 	MaxBatch int
@@ -57,7 +58,7 @@ type ClientConfig struct {
 	Timeout time.Duration
 
 	// LocalName is this node's name, sent with every request so the owner
-	// knows who forwarded.
+	// knows who forwarded; at most MaxNodeNameBytes.
 	LocalName string
 
 	// TLS secures every connection to a peer; nil dials in plaintext, which
@@ -93,6 +94,8 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("peer: config: negative max queue %d", c.MaxQueue)
 	case c.Timeout < 0:
 		return fmt.Errorf("peer: config: negative timeout %v", c.Timeout)
+	case len(c.LocalName) > MaxNodeNameBytes:
+		return fmt.Errorf("peer: config: local name of %d bytes exceeds %d", len(c.LocalName), MaxNodeNameBytes)
 	}
 	return nil
 }

@@ -12,8 +12,11 @@
 //
 // Usage:
 //
-//	// Owner side, on the node's gRPC server, behind the Validator that
-//	// checks forwarded items against the owner's clock and policy:
+//	// Owner side, on the node's own peer gRPC server with the bounds of
+//	// ServerConfig (message size, streams, keepalive, and a codec that
+//	// answers malformed requests INVALID_ARGUMENT), behind the Validator
+//	// that checks forwarded items against the owner's clock and policy:
+//	grpcServer := grpc.NewServer(append(creds, peer.DefaultServerConfig().ServerOptions()...)...)
 //	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), clusterHandler, policies, nowMicros, registry)
 //	peer.Register(grpcServer, v)
 //
@@ -36,7 +39,8 @@
 // # Batching
 //
 // Concurrent items for the same peer are coalesced into one RPC of up to
-// ClientConfig.MaxBatch items; each caller gets its own answer. The default
+// ClientConfig.MaxBatch items, and never more than MaxRequestBytes; each
+// caller gets its own answer. The default
 // is chosen for latency: with Window 0 nothing ever waits on a timer. An item
 // leaves at once when no RPC to its peer is in flight; items arriving while
 // one is in flight accumulate and leave together the moment it returns. So

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 )
@@ -54,7 +56,13 @@ type peerQueue struct {
 type call struct {
 	ctx  context.Context // the caller's, with the client Timeout applied
 	item *peerv1.Item
+	size int         // item's encoded size in a DecideRequest (itemFieldBytes)
 	done chan answer // buffered 1
+}
+
+// itemFieldBytes is its encoded size as a field of a DecideRequest.
+func itemFieldBytes(it *peerv1.Item) int {
+	return protowire.SizeTag(1) + protowire.SizeBytes(proto.Size(it))
 }
 
 type answer struct {
@@ -124,8 +132,9 @@ func (p *peerQueue) takeLocked() []*call {
 	}
 	clear(p.mu.queue[len(live):])
 	p.mu.queue = live
-	n := min(len(live), p.maxBatch)
-	if n == 0 || (p.window > 0 && !p.mu.expired && n < p.maxBatch) {
+	n := p.batchLen(live)
+	full := n == p.maxBatch || n < len(live)
+	if n == 0 || (p.window > 0 && !p.mu.expired && !full) {
 		return nil
 	}
 	batch := make([]*call, n)
@@ -138,6 +147,22 @@ func (p *peerQueue) takeLocked() []*call {
 	p.mu.inflight++
 	p.wg.Add(1) // before close can mark the queue closed, so before Wait
 	return batch
+}
+
+// batchLen is how many calls from the head of queue make the next batch:
+// at most maxBatch, and no more than fit in MaxRequestBytes with the
+// sender's name, but always one if queue is not empty (an item too large
+// on its own is the owner's to refuse).
+func (p *peerQueue) batchLen(queue []*call) int {
+	budget := MaxRequestBytes - protowire.SizeTag(2) - protowire.SizeBytes(len(p.from))
+	n := 0
+	for n < len(queue) && n < p.maxBatch {
+		if budget -= queue[n].size; budget < 0 && n > 0 {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 func (p *peerQueue) stopWindowLocked() {

@@ -27,10 +27,14 @@ type server struct {
 	h Handler
 }
 
-// Decide converts the request, lets the Handler decide and converts back. A
+// Decide converts the request, lets the Handler decide and converts back.
+// A request the codec refused (ServerOptions) is INVALID_ARGUMENT. A
 // Handler that breaks its contract (wrong number of results) is an INTERNAL
 // error rather than a misaligned answer.
 func (s *server) Decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1.DecideResponse, error) {
+	if err := refusal(req); err != nil {
+		return nil, err
+	}
 	n := len(req.GetItems())
 	if n > MaxItems {
 		return nil, status.Errorf(codes.InvalidArgument, "peer: %d items exceed the limit of %d", n, MaxItems)

@@ -38,7 +38,7 @@
 // or requests (INVALID_ARGUMENT) before decoding, and answers undecodable
 // bytes with INVALID_ARGUMENT instead of INTERNAL. HTTPServerConfig bounds
 // how long a client may take and how many connections are open. See
-// docs/security-bounds.md.
+// docs/security.md (Resource bounds).
 //
 // # Caller duties
 //

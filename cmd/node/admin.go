@@ -16,8 +16,9 @@ import (
 	"github.com/weirhq/weir/shadow"
 )
 
-// withAdmin serves the read-only admin endpoints (package admin) beside api.
-func (n *node) withAdmin(api http.Handler, lim *limiter.Limiter, reg prometheus.Gatherer) http.Handler {
+// adminHandler serves the read-only admin endpoints (package admin) and
+// nothing else; it is mounted on the admin listener only (adminserver.go).
+func (n *node) adminHandler(lim *limiter.Limiter, reg prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+shadow.Path, n.shadow.Handler(n.name))
 	mux.HandleFunc("GET "+admin.StatusPath, func(w http.ResponseWriter, _ *http.Request) {
@@ -35,7 +36,6 @@ func (n *node) withAdmin(api http.Handler, lim *limiter.Limiter, reg prometheus.
 		}
 		writeJSON(w, out)
 	})
-	mux.Handle("/", api)
 	return mux
 }
 

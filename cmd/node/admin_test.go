@@ -2,19 +2,28 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/weirhq/weir/admin"
 	"github.com/weirhq/weir/shadow"
+	"github.com/weirhq/weir/tlsfiles"
+	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
 
 func getJSON(t *testing.T, url string, v any) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getJSONWith(t, http.DefaultClient, url, v)
+}
+
+func getJSONWith(t *testing.T, c *http.Client, url string, v any) int {
+	t.Helper()
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +49,7 @@ func TestNode_adminEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, c := startNode(t, "--policy", path, "--node-name", "n1")
-	base := "http://" + n.httpAddr()
+	base := "http://" + n.adminAddr()
 	for range 3 {
 		decide(t, c, 1, "tenant", "a:b", "route", "/r")
 	}
@@ -81,5 +90,105 @@ func TestNode_adminEndpoints(t *testing.T) {
 	}
 	if code := getJSON(t, base+admin.InspectPath, new(any)); code != http.StatusBadRequest {
 		t.Fatalf("inspect without keys: %d", code)
+	}
+	if code := getJSON(t, base+"/metrics", new(any)); code != http.StatusNotFound {
+		t.Fatalf("/metrics on the admin listener: %d, want 404 (it stays on the public one)", code)
+	}
+}
+
+// TestNode_adminNotOnPublicPort: the admin endpoints read other tenants'
+// keys and state (issue 11), so the public HTTP port must not serve them.
+func TestNode_adminNotOnPublicPort(t *testing.T) {
+	n, _ := startNode(t)
+	public := "http://" + n.httpAddr()
+	for _, p := range []string{admin.StatusPath, shadow.Path, admin.InspectPath + "?key=weir:{a}:per-user:a:u"} {
+		if code := getJSON(t, public+p, new(any)); code != http.StatusNotFound {
+			t.Errorf("GET %s on the public port: %d, want 404", p, code)
+		}
+		if code := getJSON(t, "http://"+n.adminAddr()+p, new(any)); code != http.StatusOK {
+			t.Errorf("GET %s on the admin port: %d, want 200", p, code)
+		}
+	}
+}
+
+func TestNode_adminDisabled(t *testing.T) {
+	n, err := launch(t, "--admin-addr", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := n.adminAddr(); a != "" {
+		t.Fatalf("--admin-addr \"\" still listens on %s", a)
+	}
+}
+
+func TestNode_refusesExposedPlaintextAdmin(t *testing.T) {
+	if _, err := launch(t, "--admin-addr", "0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "--admin-addr") {
+		t.Fatalf("a plaintext admin listener on every interface started: %v", err)
+	}
+	n, err := launch(t, "--admin-addr", "0.0.0.0:0", "--insecure-peer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, http.DefaultClient, "http://"+n.httpAddr(), `weir_insecure_listeners{listener="admin"}`); v != "1" {
+		t.Fatalf(`weir_insecure_listeners{listener="admin"} = %q, want 1`, v)
+	}
+	safe, err := launch(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := metric(t, http.DefaultClient, "http://"+safe.httpAddr(), `weir_insecure_listeners{listener="admin"}`); v != "0" {
+		t.Fatalf(`on loopback weir_insecure_listeners{listener="admin"} = %q, want 0`, v)
+	}
+}
+
+// TestNode_adminMTLS: with the peer mTLS material the admin listener is
+// HTTPS, off loopback too, and answers only clients with a certificate from
+// the peer CA.
+func TestNode_adminMTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "cluster")
+	nodeFiles := ca.WriteFiles(t, dir, "node", "node", "127.0.0.1")
+	n, err := launch(t, "--admin-addr", "0.0.0.0:0", "--peer-tls-cert", nodeFiles.Cert, "--peer-tls-key", nodeFiles.Key, "--peer-tls-ca", nodeFiles.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := net.SplitHostPort(n.adminAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://127.0.0.1:" + port + admin.StatusPath
+	client := func(cert, key string) *http.Client {
+		t.Helper()
+		s, err := tlsfiles.Load(tlsfiles.Config{CertFile: cert, KeyFile: key, CAFile: nodeFiles.CA}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{TLSClientConfig: s.ClientConfig("")}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr}
+	}
+
+	op := ca.WriteFiles(t, dir, "operator", "operator")
+	var st admin.Status
+	if code := getJSONWith(t, client(op.Cert, op.Key), url, &st); code != http.StatusOK || st.Node == "" {
+		t.Fatalf("operator with a cluster certificate: %d %+v", code, st)
+	}
+	if _, err := client("", "").Get(url); err == nil {
+		t.Fatal("a client without a certificate was answered")
+	}
+	other := tlstest.NewCA(t, "outsider").WriteFiles(t, dir, "outsider", "outsider")
+	if _, err := client(other.Cert, other.Key).Get(url); err == nil {
+		t.Fatal("a client with a certificate from another CA was answered")
+	}
+	// Plaintext HTTP to the TLS listener gets net/http's 400, never an
+	// admin answer.
+	if resp, err := http.Get("http://127.0.0.1:" + port + admin.StatusPath); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatal("plaintext HTTP was answered on the mTLS admin listener")
+		}
+	}
+	if v := metric(t, http.DefaultClient, "http://"+n.httpAddr(), `weir_insecure_listeners{listener="admin"}`); v != "0" {
+		t.Fatalf(`with mTLS weir_insecure_listeners{listener="admin"} = %q, want 0`, v)
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // boundsConfig holds the resource bounds set by flag (see
-// docs/security-bounds.md for every bound and its default).
+// docs/security.md, "Resource bounds", for every bound and its default).
 type boundsConfig struct {
 	MaxKeys      int
 	PeerMaxSkew  time.Duration

@@ -43,7 +43,7 @@ func startProc(t *testing.T, name string, env ...string) *proc {
 	p := &proc{name: name, out: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(os.Args[0])
 	p.cmd.Env = append(os.Environ(), append([]string{"WEIR_TEST_RUN_NODE=1", "WEIR_NODE_NAME=" + name,
-		"WEIR_GRPC_ADDR=127.0.0.1:0", "WEIR_HTTP_ADDR=127.0.0.1:0", "WEIR_PEER_ADDR=127.0.0.1:0", "WEIR_GOSSIP_ADDR=127.0.0.1:0"}, env...)...)
+		"WEIR_GRPC_ADDR=127.0.0.1:0", "WEIR_HTTP_ADDR=127.0.0.1:0", "WEIR_PEER_ADDR=127.0.0.1:0", "WEIR_ADMIN_ADDR=127.0.0.1:0", "WEIR_GOSSIP_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stderr = p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func TestParseConfig_noFlagsIsLoopbackPlaintext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{c.GRPCAddr, c.HTTPAddr, c.PeerAddr} {
+	for _, a := range []string{c.GRPCAddr, c.HTTPAddr, c.PeerAddr, c.AdminAddr} {
 		if !isLoopback(a) {
 			t.Errorf("default address %s is not loopback", a)
 		}
@@ -82,6 +82,10 @@ func TestParseConfig_exposure(t *testing.T) {
 		{"peer on a LAN IP", []string{"--peer-addr", "10.1.2.3:8091"}, "--peer-tls-cert"},
 		{"peer with mTLS", append([]string{"--peer-addr", "0.0.0.0:8091"}, peerTLS...), ""},
 		{"peer insecure", []string{"--peer-addr", "0.0.0.0:8091", "--insecure-peer"}, ""},
+		{"admin on all interfaces", []string{"--admin-addr", "0.0.0.0:8092"}, "--admin-addr 0.0.0.0:8092 is reachable"},
+		{"admin with peer mTLS", append([]string{"--admin-addr", "0.0.0.0:8092"}, peerTLS...), ""},
+		{"admin insecure", []string{"--admin-addr", "0.0.0.0:8092", "--insecure-peer"}, ""},
+		{"admin disabled", []string{"--admin-addr", ""}, ""},
 		{"peer half TLS", []string{"--peer-tls-cert", "c.pem", "--peer-tls-key", "k.pem"}, "go together"},
 		{"join without gossip addr", []string{"--join", "10.0.0.1:7946"}, "--join needs --gossip-addr"},
 		{"gossip open", []string{"--gossip-addr", "10.0.0.2:7946", "--peer-addr", "10.0.0.2:8091", "--insecure-peer"}, "--insecure-gossip"},

@@ -32,6 +32,7 @@ type node struct {
 	grpcLis  net.Listener
 	httpLis  net.Listener
 	peerLis  net.Listener // the node-to-node plane: weir.peer.v1.Peer only
+	admin    adminServer  // --admin-addr: the read-only admin endpoints
 	grpc     *grpc.Server
 	peerGRPC *grpc.Server
 	tls      tlsStores
@@ -56,7 +57,7 @@ type node struct {
 }
 
 func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) {
-	n := &node{logger: logger, failed: make(chan error, 2)}
+	n := &node{logger: logger, failed: make(chan error, 4)}
 	ok := false
 	defer func() {
 		if !ok {
@@ -152,7 +153,7 @@ func (n *node) listen(cfg config) error {
 	if n.peerLis, err = net.Listen("tcp", cfg.PeerAddr); err != nil {
 		return fmt.Errorf("peer listener: %w", err)
 	}
-	return nil
+	return n.listenAdmin(cfg)
 }
 
 // serve starts the public gRPC and HTTP servers and, on its own listener,
@@ -162,12 +163,12 @@ func (n *node) listen(cfg config) error {
 func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *prometheus.Registry) error {
 	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
-	n.peerGRPC = grpc.NewServer(n.peerServerOptions()...)
+	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
 	peer.Register(n.peerGRPC, ph)
 	envoyrls.Register(n.grpc, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
-	hs, err := server.NewHTTPServer(hcfg, n.withAdmin(server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, n.state.ready, n.logger), lim, reg), n.logger, reg)
+	hs, err := server.NewHTTPServer(hcfg, server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, n.state.ready, n.logger), n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -180,6 +181,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	go func() { n.report(n.grpc.Serve(n.grpcLis), "grpc") }()
 	go func() { n.report(serveHTTP(), "http") }()
 	go func() { n.report(n.peerGRPC.Serve(n.peerLis), "peer") }()
+	if err := n.serveAdmin(lim, reg); err != nil {
+		return err
+	}
 	n.logger.Info("weir node listening", "grpc", n.grpcLis.Addr().String(), "http", n.httpLis.Addr().String(),
 		"peer", n.peerLis.Addr().String(), "tls", n.tls.public != nil, "peer_tls", n.tls.peer != nil)
 	return nil
@@ -217,6 +221,7 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 				n.logger.Warn("http shutdown", "err", err)
 			}
 		}
+		n.shutdownAdmin(ctx)
 		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
 			stopGRPC(ctx, s)
 		}

@@ -28,7 +28,7 @@ import (
 // startNode runs a node in-process on loopback ports chosen by the kernel.
 func startNode(t *testing.T, extra ...string) (*node, weirv1.RateLimiterClient) {
 	t.Helper()
-	args := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0"}, extra...)
+	args := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, extra...)
 	cfg, err := parseConfig(args, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ var listeningRE = regexp.MustCompile(`msg="weir node listening" grpc=(\S+) http=
 func TestNode_process_defaultsServeAndStopOnSIGTERM(t *testing.T) {
 	out := &syncBuffer{}
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), "WEIR_TEST_RUN_NODE=1", "WEIR_GRPC_ADDR=127.0.0.1:0", "WEIR_HTTP_ADDR=127.0.0.1:0", "WEIR_PEER_ADDR=127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "WEIR_TEST_RUN_NODE=1", "WEIR_GRPC_ADDR=127.0.0.1:0", "WEIR_HTTP_ADDR=127.0.0.1:0", "WEIR_PEER_ADDR=127.0.0.1:0", "WEIR_ADMIN_ADDR=127.0.0.1:0")
 	cmd.Stderr = out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // each flag.
 type security struct {
 	PeerAddr          string
+	AdminAddr         string
 	PeerTLSCert       string
 	PeerTLSKey        string
 	PeerTLSCA         string
@@ -33,6 +34,7 @@ type security struct {
 // defaults from WEIR_* variables as every other flag does.
 func (s *security) flags(fs *flag.FlagSet, str func(*string, string, string, string), boolean func(*bool, string, bool, string)) {
 	str(&s.PeerAddr, "peer-addr", "127.0.0.1:8091", "node-to-node gRPC listen address (forwarding between owners; never the public port). Off loopback it needs --peer-tls-* or --insecure-peer")
+	str(&s.AdminAddr, "admin-addr", "127.0.0.1:8092", "read-only admin HTTP listen address (/admin/status, /admin/shadow, /admin/inspect; never the public port); empty disables. Off loopback it needs --peer-tls-* (HTTPS, client certificates from the peer CA) or --insecure-peer")
 	str(&s.PeerTLSCert, "peer-tls-cert", "", "PEM certificate this node presents on the peer plane, as server and as client (reloaded on change)")
 	str(&s.PeerTLSKey, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
 	str(&s.PeerTLSCA, "peer-tls-ca", "", "PEM CA bundle peers' certificates must chain to, both ways (mutual TLS)")
@@ -48,6 +50,13 @@ func (s *security) flags(fs *flag.FlagSet, str func(*string, string, string, str
 
 func (s security) peerTLS() bool   { return s.PeerTLSCert != "" }
 func (s security) publicTLS() bool { return s.TLSCert != "" }
+
+// adminExposed reports whether the admin listener is on and reachable
+// beyond this host without the peer mTLS material to protect it.
+func (s security) adminExposed() bool {
+	return s.AdminAddr != "" && !isLoopback(s.AdminAddr) && !s.peerTLS()
+}
+
 func (s security) gossipKeyed() bool {
 	return s.GossipKey != "" || s.GossipKeyFile != ""
 }
@@ -62,6 +71,9 @@ func (s security) validate(gossipAddr, advertise string) []error {
 	}
 	if !isLoopback(s.PeerAddr) && !s.peerTLS() && !s.InsecurePeer {
 		errs = append(errs, fmt.Errorf("--peer-addr %s is reachable beyond this host: give --peer-tls-cert, --peer-tls-key and --peer-tls-ca, or --insecure-peer on an isolated network", s.PeerAddr))
+	}
+	if s.adminExposed() && !s.InsecurePeer {
+		errs = append(errs, fmt.Errorf("--admin-addr %s is reachable beyond this host: give --peer-tls-cert, --peer-tls-key and --peer-tls-ca (HTTPS with client certificates), or --insecure-peer on an isolated network", s.AdminAddr))
 	}
 	if gossipAddr != "" && (!isLoopback(gossipAddr) || (advertise != "" && !isLoopback(advertise))) && isLoopback(s.PeerAddr) {
 		errs = append(errs, fmt.Errorf("gossip is on %s but --peer-addr %s is loopback: other nodes could not forward to this one", gossipAddr, s.PeerAddr))

@@ -29,7 +29,7 @@ import (
 // stopped when the test ends. It makes no client: TLS tests bring their own.
 func launch(t *testing.T, args ...string) (*node, error) {
 	t.Helper()
-	all := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0"}, args...)
+	all := append([]string{"--grpc-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0", "--peer-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"}, args...)
 	cfg, err := parseConfig(all, envMap(), io.Discard)
 	if err != nil {
 		return nil, err

@@ -77,11 +77,11 @@ func (n *node) reportExposure(cfg config, reg prometheus.Registerer) {
 	reg.MustRegister(g)
 	peerOpen := !isLoopback(cfg.PeerAddr) && !cfg.peerTLS()
 	gossipOpen := cfg.GossipAddr != "" && !isLoopback(cfg.GossipAddr) && !cfg.gossipKeyed()
-	for name, open := range map[string]bool{"peer": peerOpen, "gossip": gossipOpen} {
+	for name, open := range map[string]bool{"peer": peerOpen, "gossip": gossipOpen, "admin": cfg.adminExposed()} {
 		if open {
 			g.WithLabelValues(name).Set(1)
-			n.logger.Warn("INSECURE: listener open beyond this host without authentication; anyone who reaches it can spend, lock or reset any key's quota",
-				"listener", name, "peer_addr", cfg.PeerAddr, "gossip_addr", cfg.GossipAddr)
+			n.logger.Warn("INSECURE: listener open beyond this host without authentication; anyone who reaches it can spend, lock or reset any key's quota, or read any key's state",
+				"listener", name, "peer_addr", cfg.PeerAddr, "gossip_addr", cfg.GossipAddr, "admin_addr", cfg.AdminAddr)
 		} else {
 			g.WithLabelValues(name).Set(0)
 		}

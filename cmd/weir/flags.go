@@ -85,7 +85,8 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, err error) int {
 	return exitError
 }
 
-// tlsFlags are the TLS options of the commands that dial a node.
+// tlsFlags are the TLS options of the commands that dial a node, over gRPC
+// (decide, bench) or HTTPS (status, shadow, inspect).
 type tlsFlags struct {
 	on  bool
 	cfg client.TLSConfig
@@ -95,7 +96,7 @@ func addTLSFlags(fs *flag.FlagSet) *tlsFlags {
 	f := &tlsFlags{}
 	fs.BoolVar(&f.on, "tls", false, "connect over TLS, verifying the node against the system roots (implied by the other --tls-* flags)")
 	fs.StringVar(&f.cfg.CAFile, "tls-ca", "", "PEM CA bundle to verify the node's certificate against")
-	fs.StringVar(&f.cfg.CertFile, "tls-cert", "", "PEM client certificate, for a node started with --tls-client-ca")
+	fs.StringVar(&f.cfg.CertFile, "tls-cert", "", "PEM client certificate, for a node that requires one (public listeners with --tls-client-ca; admin listeners with --peer-tls-*, a certificate from the cluster CA)")
 	fs.StringVar(&f.cfg.KeyFile, "tls-key", "", "PEM private key of --tls-cert")
 	fs.StringVar(&f.cfg.ServerName, "tls-server-name", "", "name the node's certificate must carry (default: the host of --addr)")
 	return f

@@ -18,6 +18,11 @@
 // roots), --tls-ca FILE, --tls-cert FILE --tls-key FILE (for a node started
 // with --tls-client-ca) and --tls-server-name NAME.
 //
+// shadow, status and inspect ask the nodes' admin listeners (the node's
+// --admin-addr, 127.0.0.1:8092 by default), never the public port. They take
+// the same TLS flags and then speak HTTPS: a node started with --peer-tls-*
+// requires a client certificate from the cluster CA there.
+//
 // Exit status: decide exits 0 when the request is allowed and 1 when it is
 // denied; policy check exits 1 for an invalid policy; every command exits 2
 // on a usage error or when it cannot reach its answer.
