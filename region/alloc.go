@@ -2,7 +2,7 @@ package region
 
 import "math"
 
-// targets returns each region's target share of one key from the regions'
+// Targets returns each region's target share of one key from the regions'
 // demands (fractions of the global rate; a silent region's is 0): its floor
 // plus a part of the spare (Whole minus all floors).
 //
@@ -11,7 +11,7 @@ import "math"
 // is left is split in proportion to demand (evenly if there is none), so a
 // busy region has room to grow before its next report. The targets sum to
 // at most Whole.
-func targets(demand []float64, floor Share) []Share {
+func Targets(demand []float64, floor Share) []Share {
 	n := len(demand)
 	out := make([]Share, n)
 	f := floor.Fraction()

@@ -163,7 +163,7 @@ func (h *Home) grant(now int64, l *ledger, from string, b *book) Share {
 	if g, ok := b.newest(now); ok {
 		cur = g.share
 	}
-	next := max(floor, damp(cur, targets(demand, floor)[me], h.cfg.Damping))
+	next := max(floor, damp(cur, Targets(demand, floor)[me], h.cfg.Damping))
 	if now < max(h.quiet, l.quiet) {
 		next = floor
 	}
