@@ -130,29 +130,43 @@ func cmpString(a, b string) int {
 // ErrInvalidReport, and changes nothing, if the reply is addressed to
 // another region or process.
 func (m *Member) Apply(now int64, r Reply) (int, error) {
-	if r.To != m.region || r.Reporter != m.reporter {
-		return 0, fmt.Errorf("%w: reply for %s/%s reached %s/%s", ErrInvalidReport, r.To, r.Reporter, m.region, m.reporter)
-	}
-	at, ok := m.sent[r.Seq]
-	if !ok {
-		return 0, nil
+	grants, at, err := m.Accepts(now, r)
+	if err != nil || at < 0 {
+		return 0, err
 	}
 	delete(m.sent, r.Seq)
-	n := 0
-	for _, g := range r.Grants {
-		until := at + min(g.TTL, m.cfg.ttl())
+	for _, g := range grants {
 		st := m.keys[g.Key]
-		if until <= now || (st != nil && st.seq >= r.Seq) || g.Share < 0 || g.Share > Whole {
-			continue
-		}
 		if st == nil {
 			st = &grantState{}
 			m.keys[g.Key] = st
 		}
-		st.share, st.until, st.seq = g.Share, until, r.Seq
-		n++
+		st.share, st.until, st.seq = g.Share, at+g.TTL, r.Seq
 	}
-	return n, nil
+	return len(grants), nil
+}
+
+// Accepts returns the grants of r that Apply would take up at now, each
+// with its TTL cut to the configured one, and when the report r answers
+// was sent (-1 if r would be ignored), without changing anything. It
+// returns the error Apply would.
+func (m *Member) Accepts(now int64, r Reply) (grants []Grant, sentAt int64, err error) {
+	if r.To != m.region || r.Reporter != m.reporter {
+		return nil, -1, fmt.Errorf("%w: reply for %s/%s reached %s/%s", ErrInvalidReport, r.To, r.Reporter, m.region, m.reporter)
+	}
+	at, ok := m.sent[r.Seq]
+	if !ok {
+		return nil, -1, nil
+	}
+	for _, g := range r.Grants {
+		g.TTL = min(g.TTL, m.cfg.ttl())
+		st := m.keys[g.Key]
+		if at+g.TTL <= now || (st != nil && st.seq >= r.Seq) || g.Share < 0 || g.Share > Whole {
+			continue
+		}
+		grants = append(grants, g)
+	}
+	return grants, at, nil
 }
 
 // Share returns the share of key to enforce at now: the newest applied

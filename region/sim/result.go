@@ -26,9 +26,11 @@ type Result struct {
 	Converged   bool
 	Convergence time.Duration
 	// MaxInUse is the largest Σ of the shares the regions enforced at one
-	// instant; MaxReserved the largest Σ a home reserved. Neither may
-	// exceed region.Whole.
-	MaxInUse, MaxReserved region.Share
+	// instant; MaxInFlight the largest Σ over regions of the larger of
+	// the share enforced and any grant in flight to the region that it
+	// would take up on arrival; MaxReserved the largest Σ a home reserved.
+	// None may exceed region.Whole.
+	MaxInUse, MaxInFlight, MaxReserved region.Share
 	// Samples are the shares and demands every 100ms, for plots.
 	Samples []Sample
 }

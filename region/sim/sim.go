@@ -34,6 +34,7 @@ type site struct {
 	limOK  bool
 	acc    float64 // fractional arrivals carried to the next step
 	window int64   // units offered since the last report
+	recent []int64 // units offered in each of the last reports' intervals
 	next   int64   // next report, real time
 }
 
@@ -186,11 +187,22 @@ func (w *world) tick(t int64) error {
 	return nil
 }
 
-// report sends site i's reports, its demand measured over the last interval.
+// report sends site i's reports, its demand measured over the last second
+// (or the last interval, if longer): shorter windows make a low rate read
+// as 0 or double in turn.
 func (w *world) report(i int, t int64) error {
 	s := w.sites[i]
-	demand := float64(s.window) * 1e6 / float64(w.intvl) / w.grate
+	k := max(1, int((time.Second.Microseconds()+w.intvl-1)/w.intvl))
+	s.recent = append(s.recent, s.window)
+	if len(s.recent) > k {
+		s.recent = s.recent[len(s.recent)-k:]
+	}
 	s.window = 0
+	var sum int64
+	for _, n := range s.recent {
+		sum += n
+	}
+	demand := float64(sum) * 1e6 / float64(w.intvl*int64(len(s.recent))) / w.grate
 	reps, err := s.member.Reports(s.clock(t), map[string]float64{Key: demand})
 	if err != nil {
 		return err
@@ -254,13 +266,29 @@ func (w *world) shares(t int64) []region.Share {
 	return out
 }
 
-// check records Σ enforced shares and the home's Σ reserved at t.
+// check records, at t, Σ enforced shares, Σ of each region's larger of
+// its enforced share and any grant in flight to it that it would take up,
+// and the homes' Σ reserved.
 func (w *world) check(t int64) {
-	var inUse region.Share
-	for _, s := range w.shares(t) {
-		inUse += s
+	inUse := w.shares(t)
+	potential := append([]region.Share(nil), inUse...)
+	for _, m := range w.q {
+		if m.reply == nil {
+			continue
+		}
+		s := w.sites[m.to]
+		grants, _, _ := s.member.Accepts(s.clock(t), *m.reply)
+		for _, g := range grants {
+			potential[m.to] = max(potential[m.to], g.Share)
+		}
 	}
-	w.result.MaxInUse = max(w.result.MaxInUse, inUse)
+	var sumUse, sumPot region.Share
+	for i := range inUse {
+		sumUse += inUse[i]
+		sumPot += potential[i]
+	}
+	w.result.MaxInUse = max(w.result.MaxInUse, sumUse)
+	w.result.MaxInFlight = max(w.result.MaxInFlight, sumPot)
 	for _, s := range w.sites {
 		w.result.MaxReserved = max(w.result.MaxReserved, s.home.Reserved(Key, s.clock(t)))
 	}

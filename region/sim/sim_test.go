@@ -37,8 +37,8 @@ func TestRun_standardTraces(t *testing.T) {
 			if r.Overshoot > 0 {
 				t.Errorf("overshoot %.1f units", r.Overshoot)
 			}
-			if r.MaxInUse > region.Whole || r.MaxReserved > region.Whole {
-				t.Errorf("Σ shares in use %d, reserved %d, above %d", r.MaxInUse, r.MaxReserved, region.Whole)
+			if r.MaxInUse > region.Whole || r.MaxInFlight > region.Whole || r.MaxReserved > region.Whole {
+				t.Errorf("Σ shares in use %d, with grants in flight %d, reserved %d, above %d", r.MaxInUse, r.MaxInFlight, r.MaxReserved, region.Whole)
 			}
 			if tr.Shift > 0 && (!r.Converged || r.Convergence > 10*time.Second) {
 				t.Errorf("converged %v in %s, want within 10s", r.Converged, r.Convergence)
@@ -46,3 +46,4 @@ func TestRun_standardTraces(t *testing.T) {
 		})
 	}
 }
+
