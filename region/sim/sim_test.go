@@ -46,4 +46,3 @@ func TestRun_standardTraces(t *testing.T) {
 		})
 	}
 }
-
