@@ -100,11 +100,21 @@ func HomeOf(key string, regions []string) (string, error) {
 		h.Write([]byte(r))
 		h.Write([]byte{0})
 		h.Write([]byte(key))
-		if v := h.Sum64(); best == "" || v > bestH || (v == bestH && r < best) {
+		if v := mix(h.Sum64()); best == "" || v > bestH || (v == bestH && r < best) {
 			best, bestH = r, v
 		}
 	}
 	return best, nil
+}
+
+// mix is the splitmix64 finaliser: FNV alone spreads short keys unevenly
+// over a few similar region names.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 func checkRegions(regions []string) error {

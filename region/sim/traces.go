@@ -18,9 +18,10 @@ var StandardGlobal = gcra.Limit{Interval: 1000, Burst: 100}
 //   - skew-90-10: two regions offering 900/s and 100/s (the limit exactly);
 //   - skew-90-10-over: the same skew at twice the limit;
 //   - shift: 900/100 becomes 100/900 at 30s;
-//   - silent: three regions (500/300/200/s); eu, the busiest, is cut off
-//     from both others from 20s to 40s and keeps serving its clients;
-//   - silent-home: the same, but the region cut off is ap, the key's home;
+//   - silent: three regions (eu/us/ap at 500/300/200/s); the busiest
+//     region that is not the key's home is cut off from both others from
+//     20s to 40s and keeps serving its clients;
+//   - silent-home: the same, but the region cut off is the key's home;
 //   - flapping: two regions (700/300/s); their link drops for 1.5s of
 //     every 4s from 15s to 45s, and 2% of messages are lost throughout;
 //   - three-shift: three regions, 600/300/100 becomes 100/300/600 at 30s;
@@ -40,6 +41,11 @@ func Standard() []Trace {
 	two := []string{"eu", "us"}
 	three := []string{"eu", "us", "ap"}
 	five := []string{"eu", "us", "ap", "sa", "af"}
+	home, _ := region.HomeOf(Key, three)
+	away := "eu" // the busiest region that is not the key's home
+	if home == away {
+		away = "us"
+	}
 	var flaps []Outage
 	for t := 15 * time.Second; t < 45*time.Second; t += 4 * time.Second {
 		flaps = append(flaps, Outage{Region: "eu", Peer: "us", From: t, To: t + 1500*time.Millisecond})
@@ -50,10 +56,10 @@ func Standard() []Trace {
 		base("shift", two, shift(30*time.Second,
 			map[string]float64{"eu": 900, "us": 100}, map[string]float64{"eu": 100, "us": 900}), 30*time.Second),
 		with(base("silent", three, rate(map[string]float64{"eu": 500, "us": 300, "ap": 200}), 0), func(t *Trace) {
-			t.Outages = []Outage{{Region: "eu", From: 20 * time.Second, To: 40 * time.Second}}
+			t.Outages = []Outage{{Region: away, From: 20 * time.Second, To: 40 * time.Second}}
 		}),
 		with(base("silent-home", three, rate(map[string]float64{"eu": 500, "us": 300, "ap": 200}), 0), func(t *Trace) {
-			t.Outages = []Outage{{Region: "ap", From: 20 * time.Second, To: 40 * time.Second}}
+			t.Outages = []Outage{{Region: home, From: 20 * time.Second, To: 40 * time.Second}}
 		}),
 		with(base("flapping", two, rate(map[string]float64{"eu": 700, "us": 300}), 0), func(t *Trace) {
 			t.Outages, t.Loss = flaps, 0.02
