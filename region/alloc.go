@@ -10,7 +10,8 @@ import "math"
 // in proportion to them. Otherwise every region gets its demand, and what
 // is left is split in proportion to demand (evenly if there is none), so a
 // busy region has room to grow before its next report. The targets sum to
-// at most Whole.
+// at most Whole. Demands must be finite and >= 0, and len(demand) × floor
+// at most Whole (Config.Validate and Home.Handle see to both).
 func Targets(demand []float64, floor Share) []Share {
 	n := len(demand)
 	out := make([]Share, n)
@@ -33,7 +34,7 @@ func Targets(demand []float64, floor Share) []Share {
 		default:
 			part = spare / float64(n)
 		}
-		out[i] = floor + Share(math.Floor(part*float64(Whole)))
+		out[i] = floor + Share(math.Floor(max(0, part)*float64(Whole)))
 	}
 	return out
 }

@@ -20,7 +20,7 @@ func Example() {
 	us, _ := region.NewMember(cfg, "us", "us-node-1#1", 0)
 
 	now := int64(5_000_000) // past the home's start-up quiet period
-	for range 12 { // shares move half the way to their targets each round
+	for range 12 {          // shares move half the way to their targets each round
 		demand := map[*region.Member]float64{eu: 0.9, us: 0.1} // of the global rate
 		for _, m := range []*region.Member{eu, us} {
 			reps, _ := m.Reports(now, map[string]float64{key: demand[m]})

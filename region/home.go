@@ -3,6 +3,7 @@ package region
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Home is the ledger of the global keys whose home is this region: the
@@ -65,7 +66,7 @@ func NewHome(cfg Config, name string, now int64) (*Home, error) {
 	if !cfg.hasRegion(name) {
 		return nil, fmt.Errorf("%w: region %q is not in %v", ErrInvalidConfig, name, cfg.Regions)
 	}
-	cfg.Regions = append([]string(nil), cfg.Regions...)
+	cfg.Regions = slices.Clone(cfg.Regions)
 	return &Home{cfg: cfg, name: name, quiet: now + cfg.ttl() + cfg.grace(), keys: make(map[string]*ledger)}, nil
 }
 

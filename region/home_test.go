@@ -2,6 +2,7 @@ package region
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -19,14 +20,23 @@ func testConfig() Config {
 // keyHomedIn returns a key whose home is region among cfg's regions.
 func keyHomedIn(t *testing.T, cfg Config, region string) string {
 	t.Helper()
-	for i := range 1000 {
-		k := "k" + string(rune('a'+i%26)) + string(rune('0'+i/26))
+	return keysHomedIn(t, cfg, region, 1)[0]
+}
+
+// keysHomedIn returns n distinct keys whose home is region.
+func keysHomedIn(t *testing.T, cfg Config, region string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if i == 10_000 {
+			t.Fatal("too few keys homed in " + region)
+		}
+		k := fmt.Sprintf("k%d", i)
 		if h, _ := HomeOf(k, cfg.Regions); h == region {
-			return k
+			out = append(out, k)
 		}
 	}
-	t.Fatal("no key homed in " + region)
-	return ""
+	return out
 }
 
 func report(from string, seq uint64, home, key string, demand float64, ack uint64) Report {
