@@ -22,6 +22,9 @@
 //   - [Home] is the home's ledger: [Home.Handle] answers a report with
 //     grants; [Home.Reserved] is the invariant Σ shares ≤ [Whole].
 //
+// [Member.Stats] and [Home.Stats] group the state by limit for metrics.
+// Package region/sim runs both sides of N regions on a virtual clock.
+//
 // Usage, on the process that enforces a set of global keys, every
 // Config.Interval:
 //
