@@ -90,7 +90,7 @@ func randomTrace(seed uint64) sim.Trace {
 // together never exceed G·W·(1+drift) + B in any window.
 func TestRun_randomTracesKeepTheInvariant(t *testing.T) {
 	n := 30
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 6
 	}
 	for seed := range uint64(n) {
