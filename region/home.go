@@ -44,7 +44,8 @@ type account struct {
 
 // book is one reporting process's grants on one key, oldest first.
 type book struct {
-	ack    uint64
+	ack    uint64 // newest grant the process has applied
+	seen   uint64 // newest report from the process
 	grants []held
 }
 
@@ -105,11 +106,13 @@ func (h *Home) Handle(now int64, r Report) (Reply, error) {
 			acc = &account{reporters: make(map[string]*book)}
 			l.regions[r.From] = acc
 		}
-		acc.demand, acc.heard = it.Demand, now
 		b := acc.reporters[r.Reporter]
 		if b == nil {
 			b = &book{}
 			acc.reporters[r.Reporter] = b
+		}
+		if r.Seq >= b.seen { // a report overtaken by a newer one is old news
+			acc.demand, acc.heard, b.seen = it.Demand, now, r.Seq
 		}
 		b.ack = max(b.ack, it.Ack)
 		b.prune(now)

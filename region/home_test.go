@@ -123,6 +123,21 @@ func TestHome_quietPeriods(t *testing.T) {
 	}
 }
 
+// A report overtaken by a newer one from the same process does not bring
+// back the demand it carried.
+func TestHome_Handle_lateReportKeepsNewerDemand(t *testing.T) {
+	cfg := testConfig()
+	key := keyHomedIn(t, cfg, "eu")
+	h, _ := NewHome(cfg, "eu", 0)
+	now := 5 * sec
+	mustHandle(t, h, now, report("us", 5, "eu", key, 0, 0))
+	mustHandle(t, h, now, report("us", 4, "eu", key, 2, 0)) // late
+	st := h.Stats(now, func(string) string { return "l" })["l"]
+	if st.Demand["us"] != 0 {
+		t.Fatalf("us demand %v after a late report, want 0", st.Demand["us"])
+	}
+}
+
 func TestHome_Handle_badReportChangesNothing(t *testing.T) {
 	cfg := testConfig()
 	key := keyHomedIn(t, cfg, "eu")
