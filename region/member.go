@@ -1,6 +1,7 @@
 package region
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -104,22 +105,12 @@ func (m *Member) Reports(now int64, demand map[string]float64) ([]Report, error)
 	out := make([]Report, 0, len(homes))
 	for _, h := range homes {
 		items := byHome[h]
-		slices.SortFunc(items, func(a, b Demand) int { return cmpString(a.Key, b.Key) })
+		slices.SortFunc(items, func(a, b Demand) int { return cmp.Compare(a.Key, b.Key) })
 		m.seq++
 		m.sent[m.seq] = now
 		out = append(out, Report{From: m.region, Reporter: m.reporter, Home: h, Seq: m.seq, Items: items})
 	}
 	return out, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Apply applies a home's reply at now and returns how many grants it took
