@@ -54,7 +54,7 @@ type testNode struct {
 }
 
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *peertest.Network
 	clock  *clock
 	pol    *policy.Policy
@@ -63,7 +63,7 @@ type testCluster struct {
 	member map[string]string
 }
 
-func newTestCluster(t *testing.T, n int, withRedis bool) *testCluster {
+func newTestCluster(t testing.TB, n int, withRedis bool) *testCluster {
 	t.Helper()
 	pol, err := policy.Parse("test.yaml", []byte(testPolicy))
 	if err != nil {

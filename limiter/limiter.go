@@ -71,15 +71,24 @@ type Config struct {
 	// DeniedLogInterval is the least time between two log lines about
 	// denied keys (keys never become metric labels). Zero disables them.
 	DeniedLogInterval time.Duration
+	// BatchConcurrency is the most requests of one DecideBatch decided at
+	// the same time while they wait on other processes (owner nodes,
+	// Redis); see DecideBatch. Each costs a goroutine for the batch's
+	// duration. At least 1.
+	BatchConcurrency int
 }
 
-// DefaultConfig logs denied keys at most once a second.
-func DefaultConfig() Config { return Config{DeniedLogInterval: time.Second} }
+// DefaultConfig logs denied keys at most once a second and decides up to
+// 128 waiting requests of a batch at once (a peer batch's default size).
+func DefaultConfig() Config { return Config{DeniedLogInterval: time.Second, BatchConcurrency: 128} }
 
 // Validate reports whether c is usable. It changes nothing.
 func (c Config) Validate() error {
 	if c.DeniedLogInterval < 0 {
 		return fmt.Errorf("limiter: denied log interval %s is negative", c.DeniedLogInterval)
+	}
+	if c.BatchConcurrency < 1 {
+		return fmt.Errorf("limiter: batch concurrency %d must be at least 1", c.BatchConcurrency)
 	}
 	return nil
 }
@@ -96,6 +105,9 @@ type Limiter struct {
 	members  func() int      // live members this node sees, for fallback shares
 	debtor   FallbackDebtor  // the store, when it repays fallback admissions
 	observe  func(Decision)  // nil, or set by WithObserver
+	hinter   WaitHinter      // the store, when it says which requests wait
+	// batchConcurrency is Config.BatchConcurrency.
+	batchConcurrency int
 }
 
 // Option customises a Limiter beyond its Config.
@@ -130,6 +142,8 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 		o(l)
 	}
 	l.debtor, _ = store.(FallbackDebtor)
+	l.hinter, _ = store.(WaitHinter)
+	l.batchConcurrency = cfg.BatchConcurrency
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -151,43 +165,14 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro())
+	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro(), false)
 }
 
-// DecideBatch answers rs in order. Every request is validated first, so one
-// bad request fails the batch before anything is consumed. A store error
-// ends the batch; earlier requests in it were decided.
-func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, error) {
-	if len(rs) > MaxBatch {
-		return nil, fmt.Errorf("%w: batch of %d requests exceeds %d", ErrInvalidRequest, len(rs), MaxBatch)
-	}
-	for i, r := range rs {
-		if err := validate(r); err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-	}
-	p := l.policies.Current()
-	matches := make([][]policy.Match, len(rs))
-	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
-		var err error
-		if matches[i], err = resolve(p, r.Descriptors, nil); err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-	}
-	now := l.now().UnixMicro()
-	out := make([]Decision, len(rs))
-	for i, r := range rs {
-		d, err := l.decide(ctx, p, matches[i], r.Cost, now)
-		if err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-		out[i] = d
-	}
-	return out, nil
-}
-
-// decide decides one validated, resolved request stamped at now.
-func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64) (Decision, error) {
+// decide decides one validated, resolved request stamped at now. With
+// lenient set, every store error but the caller's own context ending is
+// met with the failure policy (reason "store_failed"), so that it stays
+// this request's: DecideBatch uses it.
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64, lenient bool) (Decision, error) {
 	start := time.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
@@ -196,7 +181,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	}
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
-	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {
+	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
 	l.record(matches, &d)
@@ -211,7 +196,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 // the request is admitted, each shadow limit on its own. A shadow limit
 // therefore tracks what it would have admitted had it been enforced, and a
 // request that enforced limits refuse consumes no shadow quota.
-func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision) error {
+func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision, lenient bool) error {
 	var enforced, shadow []int
 	for i, m := range ms {
 		if m.Shadow {
@@ -221,7 +206,7 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		}
 	}
 	if len(enforced) > 0 {
-		agg, err := l.composite(ctx, ms, enforced, cost, now, d)
+		agg, err := l.composite(ctx, ms, enforced, cost, now, d, lenient)
 		if err != nil {
 			var unavailable *UnavailableError
 			if !errors.As(err, &unavailable) || ctx.Err() != nil {
@@ -242,7 +227,7 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		return nil
 	}
 	for n, i := range shadow {
-		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d)
+		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d, lenient)
 		if err != nil {
 			var unavailable *UnavailableError
 			if !errors.As(err, &unavailable) || ctx.Err() != nil {
@@ -260,8 +245,10 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 	return nil
 }
 
-// composite decides ms[idx...] in one store call and fills d.Limits.
-func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) (gcra.Result, error) {
+// composite decides ms[idx...] in one store call and fills d.Limits. With
+// lenient set, a store error other than ctx ending is returned as an
+// *UnavailableError (reason "store_failed").
+func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, lenient bool) (gcra.Result, error) {
 	var kb [8]string
 	var lb [8]gcra.Limit
 	var rb [8]gcra.Result
@@ -276,6 +263,9 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 	agg, err := l.store.Decide(ctx, &req, out)
 	if err != nil {
 		l.metrics.storeErrors.Inc()
+		if _, ok := errors.AsType[*UnavailableError](err); lenient && !ok && ctx.Err() == nil {
+			err = &UnavailableError{Reason: ReasonStoreFailed, Err: err}
+		}
 		return agg, err
 	}
 	for n, i := range idx {
@@ -288,6 +278,11 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 func MemoryStore(mem *memstore.Store) Store { return memoryStore{mem} }
 
 type memoryStore struct{ mem *memstore.Store }
+
+var _ WaitHinter = memoryStore{}
+
+// MayWait is false: memory never waits on another process.
+func (memoryStore) MayWait(string, string, bool) bool { return false }
 
 func (s memoryStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	return s.mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
