@@ -78,7 +78,9 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 		return agg, err
 	}
 	for i, k := range r.Keys {
-		c.deps.WriteBehind.Mark(k, out[i].TAT)
+		if c.mustPersist(out[i].TAT, r.Now, r.Limits[i].Interval) {
+			c.deps.WriteBehind.Mark(k, out[i].TAT)
+		}
 	}
 	return agg, nil
 }
@@ -109,7 +111,7 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest, epo
 	}
 	var missing []string
 	for _, k := range r.Keys {
-		if !c.deps.Mem.Has(r.Group, k) {
+		if !c.known(epoch, r.Group, k) {
 			missing = append(missing, k)
 		}
 	}

@@ -16,5 +16,8 @@ func (c *Cluster) MayWait(group, key string, strict bool) bool {
 	if c.deps.Redis == nil {
 		return false
 	}
-	return (strict && c.strict != nil) || c.thawPending() || !c.deps.Mem.Has(group, key)
+	if (strict && c.strict != nil) || c.thawPending() {
+		return true
+	}
+	return !c.known(c.deps.Mem.Epoch(), group, key)
 }

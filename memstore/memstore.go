@@ -297,22 +297,7 @@ func (s *Store) forget(removed int) {
 // Sweep deletes every key whose TAT is at or before now (a rested key and a
 // missing key decide identically) and returns how many it removed. It locks
 // one shard at a time.
-func (s *Store) Sweep(now int64) int {
-	removed := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, tat := range sh.tats {
-			if tat <= now {
-				delete(sh.tats, k)
-				removed++
-			}
-		}
-		sh.mu.Unlock()
-	}
-	s.forget(removed)
-	return removed
-}
+func (s *Store) Sweep(now int64) int { return s.SweepFunc(now, nil) }
 
 // Evicted returns how many rested keys were evicted to make room under
 // MaxKeys (Sweep's removals are not counted).
