@@ -192,7 +192,9 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 		}
 		return agg, err
 	}
-	it := peer.Item{Group: r.Group, Keys: r.Keys, Limits: r.Limits, Cost: r.Cost, Now: r.Now, Strict: r.Strict}
+	// Copies: a forward that times out may still be queued or sent after
+	// Decide returns, and the limiter reuses r (limiter.Store).
+	it := peer.Item{Group: r.Group, Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost, Now: r.Now, Strict: r.Strict}
 	res, err := c.forward(ctx, owner, it)
 	if err == nil && res.NotOwner != "" && res.NotOwner != owner {
 		c.metrics.notOwner.Inc()

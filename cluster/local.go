@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
@@ -154,7 +155,9 @@ func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
 	}
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
-	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
+	// Copies: the queue may send the request after ctx ends and this
+	// returns, and the limiter reuses r (limiter.Store).
+	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost})
 	done(blame(ctx, err)) // a full queue counts too: Redis is not keeping up
 	if err != nil {
 		if ctx.Err() != nil {

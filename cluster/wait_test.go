@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/peer"
 )
 
 // remoteTenants returns n tenants whose groups node from does not own, and
@@ -79,5 +81,42 @@ func TestCluster_DecideBatch_failingOwnerAffectsOnlyItsItems(t *testing.T) {
 	}
 	if seen["node-1"] == 0 || seen["node-2"] == 0 {
 		t.Fatalf("owners %v: need items of both", seen)
+	}
+}
+
+// keptForwarder keeps every item it is given and never answers, as a queue
+// that sends a forward after its caller gave up.
+type keptForwarder struct {
+	mu    sync.Mutex
+	items []peer.Item
+}
+
+func (f *keptForwarder) Decide(ctx context.Context, _ string, it peer.Item) (peer.Result, error) {
+	f.mu.Lock()
+	f.items = append(f.items, it)
+	f.mu.Unlock()
+	<-ctx.Done()
+	return peer.Result{}, ctx.Err()
+}
+
+// The limiter reuses a store request's slices once Decide returns; a
+// forward that outlives its caller must still carry its own keys.
+func TestCluster_Decide_forwardOwnsItsItem(t *testing.T) {
+	p := newSlowPair(t)
+	f := &keptForwarder{}
+	p.node().deps.Forwarder = f
+	p.decide(t, 20*time.Millisecond) // falls back; the item stays "queued"
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := p.tc.nodes[p.from].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": "t7", "user": "someone-else"}, Cost: 1}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.items) == 0 {
+		t.Fatal("nothing was forwarded")
+	}
+	if got, want := f.items[0].Keys[0], "weir:{t7}:per-user:t7:u1"; got != want {
+		t.Fatalf("the first forward's key became %q after its caller returned; want %q", got, want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,7 +32,9 @@ type StoreRequest struct {
 }
 
 // Store decides one composite request atomically: out[i] receives limit i's
-// result and the aggregate is returned. A store that cannot reach what it
+// result and the aggregate is returned. Decide must not keep req, its
+// slices or out after it returns: the limiter reuses them (a forward that
+// outlives its caller must copy what it sends). A store that cannot reach what it
 // depends on returns an error wrapping *UnavailableError, which makes the
 // limiter apply the limits' failure policy.
 type Store interface {
@@ -106,6 +109,7 @@ type Limiter struct {
 	debtor   FallbackDebtor  // the store, when it repays fallback admissions
 	observe  func(Decision)  // nil, or set by WithObserver
 	hinter   WaitHinter      // the store, when it says which requests wait
+	calls    sync.Pool       // of *storeCall, reused across store calls
 	// batchConcurrency is Config.BatchConcurrency.
 	batchConcurrency int
 }
@@ -143,6 +147,7 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	}
 	l.debtor, _ = store.(FallbackDebtor)
 	l.hinter, _ = store.(WaitHinter)
+	l.calls.New = func() any { return new(storeCall) }
 	l.batchConcurrency = cfg.BatchConcurrency
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -184,7 +189,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
-	l.record(matches, &d)
+	l.record(matches, &d, now)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
@@ -249,18 +254,19 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 // lenient set, a store error other than ctx ending is returned as an
 // *UnavailableError (reason "store_failed").
 func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, lenient bool) (gcra.Result, error) {
-	var kb [8]string
-	var lb [8]gcra.Limit
-	var rb [8]gcra.Result
-	req := StoreRequest{Group: ms[idx[0]].GroupValue, Keys: kb[:0], Limits: lb[:0], Cost: cost, Now: now}
-	out := rb[:0]
+	sc := l.calls.Get().(*storeCall)
+	defer l.calls.Put(sc)
+	req := &sc.req
+	*req = StoreRequest{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Cost: cost, Now: now}
+	out := sc.out[:0]
+	defer clear(sc.keys[:]) // hold no key strings while pooled
 	for _, i := range idx {
 		req.Keys = append(req.Keys, ms[i].Key)
 		req.Limits = append(req.Limits, ms[i].Params)
 		req.Strict = req.Strict || ms[i].Limit.Consistency == policy.ConsistencyStrict
 		out = append(out, gcra.Result{})
 	}
-	agg, err := l.store.Decide(ctx, &req, out)
+	agg, err := l.store.Decide(ctx, req, out)
 	if err != nil {
 		l.metrics.storeErrors.Inc()
 		if _, ok := errors.AsType[*UnavailableError](err); lenient && !ok && ctx.Err() == nil {
@@ -272,6 +278,15 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 		d.Limits[i] = describe(ms[i], out[n])
 	}
 	return agg, nil
+}
+
+// storeCall is the scratch of one store call: a Store is an interface, so
+// a request built on the stack would escape to the heap on every call.
+type storeCall struct {
+	req    StoreRequest
+	keys   [8]string
+	limits [8]gcra.Limit
+	out    [8]gcra.Result
 }
 
 // MemoryStore decides in mem: the embedded, single-node store.
