@@ -79,7 +79,8 @@ type shard struct {
 	mu       sync.Mutex
 	tats     map[string]int64
 	lastScan int64    // now of the last eviction scan, to scan at most once per ms
-	_        [32]byte // keep neighbouring shards' locks off one cache line
+	peak     int      // most keys seen in tats by a sweep since tats was made (visit.go)
+	_        [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 // New returns an empty store. It panics if cfg is invalid; call
