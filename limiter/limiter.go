@@ -34,9 +34,9 @@ type StoreRequest struct {
 // Store decides one composite request atomically: out[i] receives limit i's
 // result and the aggregate is returned. Decide must not keep req, its
 // slices or out after it returns: the limiter reuses them (a forward that
-// outlives its caller must copy what it sends). A store that cannot reach what it
-// depends on returns an error wrapping *UnavailableError, which makes the
-// limiter apply the limits' failure policy.
+// outlives its caller must copy what it sends). A store that cannot reach
+// what it depends on returns an error wrapping *UnavailableError, which
+// makes the limiter apply the limits' failure policy.
 type Store interface {
 	Decide(ctx context.Context, req *StoreRequest, out []gcra.Result) (gcra.Result, error)
 }
