@@ -42,13 +42,26 @@ type Config struct {
 	FreezeLimit time.Duration
 	// Forward tunes how long a forward waits for a slow owner (forward.go).
 	Forward ForwardConfig
+	// PersistSlack is how many units of a key's limit an owner's crash may
+	// admit beyond the write-behind's bound (docs/architecture.md): an
+	// admission that leaves the key at most this many units from rested is
+	// not written to Redis (see mustPersist). 0 writes every admission.
+	// At most MaxPersistSlack.
+	PersistSlack int64
+	// MaxSwept bounds the keys remembered as swept, so that their next
+	// decision needs no load (see sweptSet): about 16 bytes each. 0
+	// remembers none.
+	MaxSwept int
 }
+
+// MaxPersistSlack bounds Config.PersistSlack.
+const MaxPersistSlack = 1000
 
 // DefaultConfig returns timeouts of a few milliseconds for the decision
 // path and seconds for hand-off.
 func DefaultConfig() Config {
 	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, StrictTimeout: 20 * time.Millisecond, MaxStrictBatch: 256,
-		FreezeLimit: time.Second, Forward: DefaultForwardConfig()}
+		FreezeLimit: time.Second, Forward: DefaultForwardConfig(), PersistSlack: 1, MaxSwept: 1 << 20}
 }
 
 // Validate reports whether c is usable. It changes nothing.
@@ -60,6 +73,10 @@ func (c Config) Validate() error {
 		return errors.New("cluster: timeouts must be positive")
 	case c.MaxStrictBatch <= 0:
 		return errors.New("cluster: max strict batch must be positive")
+	case c.PersistSlack < 0 || c.PersistSlack > MaxPersistSlack:
+		return fmt.Errorf("cluster: persist slack %d outside [0, %d]", c.PersistSlack, MaxPersistSlack)
+	case c.MaxSwept < 0:
+		return fmt.Errorf("cluster: max swept %d is negative", c.MaxSwept)
 	}
 	return c.Forward.Validate()
 }
@@ -116,6 +133,9 @@ type Cluster struct {
 	thawNow  chan struct{}
 	// loadTATs reads persisted TATs (deps.Redis.LoadTATs; tests wrap it).
 	loadTATs func(ctx context.Context, keys []string) ([]int64, error)
+	// swept remembers keys swept as rested (nil without Redis or with
+	// MaxSwept 0); see sweptSet.
+	swept *sweptSet
 }
 
 var (
@@ -154,6 +174,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if deps.Redis != nil {
 		c.strict = newStrictQueue(deps.Redis, cfg.StrictTimeout, cfg.MaxStrictBatch)
 		c.loadTATs = deps.Redis.LoadTATs
+		if cfg.MaxSwept > 0 {
+			c.swept = newSweptSet(cfg.MaxSwept)
+		}
 	}
 	return c, nil
 }
@@ -169,7 +192,9 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 		}
 		return agg, err
 	}
-	it := peer.Item{Group: r.Group, Keys: r.Keys, Limits: r.Limits, Cost: r.Cost, Now: r.Now, Strict: r.Strict}
+	// Copies: a forward that times out may still be queued or sent after
+	// Decide returns, and the limiter reuses r (limiter.Store).
+	it := peer.Item{Group: r.Group, Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost, Now: r.Now, Strict: r.Strict}
 	res, err := c.forward(ctx, owner, it)
 	if err == nil && res.NotOwner != "" && res.NotOwner != owner {
 		c.metrics.notOwner.Inc()
@@ -242,7 +267,7 @@ func (c *Cluster) HandleDecide(ctx context.Context, from string, items []peer.It
 			results[i].NotOwner = owner
 		case it.Debt:
 			slow.Go(func() { results[i] = c.chargeDebt(rctx, it) })
-		case c.inMemory(it):
+		case c.inMemory(epoch, it):
 			decide(i, func(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
 				return c.decideHeld(ctx, epoch, r, out)
 			})
@@ -264,11 +289,11 @@ func replyContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithDeadline(ctx, d.Add(-time.Until(d)/4))
 }
 
-// inMemory reports whether it can be decided from memory alone, with
-// decideHeld: any item when there is no Redis; otherwise a fast item whose
-// keys this node holds, unless the node has just been frozen (decideLocal
-// falls back until the heartbeat has reloaded).
-func (c *Cluster) inMemory(it *peer.Item) bool {
+// inMemory reports whether it can be decided from memory alone at epoch,
+// with decideHeld: any item when there is no Redis; otherwise a fast item
+// whose keys this node holds or swept (known), unless the node has just
+// been frozen (decideLocal falls back until the heartbeat has reloaded).
+func (c *Cluster) inMemory(epoch uint64, it *peer.Item) bool {
 	if c.deps.Redis == nil {
 		return true
 	}
@@ -276,7 +301,7 @@ func (c *Cluster) inMemory(it *peer.Item) bool {
 		return false
 	}
 	for _, k := range it.Keys {
-		if !c.deps.Mem.Has(it.Group, k) {
+		if !c.known(epoch, it.Group, k) {
 			return false
 		}
 	}
@@ -387,6 +412,7 @@ func (c *Cluster) dropLocked(ctx context.Context, lost func(key string) bool) {
 	start := c.now()
 	fctx, cancel := context.WithTimeout(ctx, c.cfg.HandoffTimeout)
 	defer cancel()
+	c.markHeld(lost)
 	err := c.flushKeys(fctx, lost)
 	n := c.deps.Mem.DeleteFunc(lost)
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
@@ -78,7 +79,9 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 		return agg, err
 	}
 	for i, k := range r.Keys {
-		c.deps.WriteBehind.Mark(k, out[i].TAT)
+		if c.mustPersist(out[i].TAT, r.Now, r.Limits[i].Interval) {
+			c.deps.WriteBehind.Mark(k, out[i].TAT)
+		}
 	}
 	return agg, nil
 }
@@ -109,7 +112,7 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest, epo
 	}
 	var missing []string
 	for _, k := range r.Keys {
-		if !c.deps.Mem.Has(r.Group, k) {
+		if !c.known(epoch, r.Group, k) {
 			missing = append(missing, k)
 		}
 	}
@@ -152,7 +155,9 @@ func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
 	}
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
-	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: r.Keys, Limits: r.Limits, Cost: r.Cost})
+	// Copies: the queue may send the request after ctx ends and this
+	// returns, and the limiter reuses r (limiter.Store).
+	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost})
 	done(blame(ctx, err)) // a full queue counts too: Redis is not keeping up
 	if err != nil {
 		if ctx.Err() != nil {

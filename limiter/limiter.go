@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,9 +32,11 @@ type StoreRequest struct {
 }
 
 // Store decides one composite request atomically: out[i] receives limit i's
-// result and the aggregate is returned. A store that cannot reach what it
-// depends on returns an error wrapping *UnavailableError, which makes the
-// limiter apply the limits' failure policy.
+// result and the aggregate is returned. Decide must not keep req, its
+// slices or out after it returns: the limiter reuses them (a forward that
+// outlives its caller must copy what it sends). A store that cannot reach
+// what it depends on returns an error wrapping *UnavailableError, which
+// makes the limiter apply the limits' failure policy.
 type Store interface {
 	Decide(ctx context.Context, req *StoreRequest, out []gcra.Result) (gcra.Result, error)
 }
@@ -71,15 +74,24 @@ type Config struct {
 	// DeniedLogInterval is the least time between two log lines about
 	// denied keys (keys never become metric labels). Zero disables them.
 	DeniedLogInterval time.Duration
+	// BatchConcurrency is the most requests of one DecideBatch decided at
+	// the same time while they wait on other processes (owner nodes,
+	// Redis); see DecideBatch. Each costs a goroutine for the batch's
+	// duration. At least 1.
+	BatchConcurrency int
 }
 
-// DefaultConfig logs denied keys at most once a second.
-func DefaultConfig() Config { return Config{DeniedLogInterval: time.Second} }
+// DefaultConfig logs denied keys at most once a second and decides up to
+// 128 waiting requests of a batch at once (a peer batch's default size).
+func DefaultConfig() Config { return Config{DeniedLogInterval: time.Second, BatchConcurrency: 128} }
 
 // Validate reports whether c is usable. It changes nothing.
 func (c Config) Validate() error {
 	if c.DeniedLogInterval < 0 {
 		return fmt.Errorf("limiter: denied log interval %s is negative", c.DeniedLogInterval)
+	}
+	if c.BatchConcurrency < 1 {
+		return fmt.Errorf("limiter: batch concurrency %d must be at least 1", c.BatchConcurrency)
 	}
 	return nil
 }
@@ -96,6 +108,10 @@ type Limiter struct {
 	members  func() int      // live members this node sees, for fallback shares
 	debtor   FallbackDebtor  // the store, when it repays fallback admissions
 	observe  func(Decision)  // nil, or set by WithObserver
+	hinter   WaitHinter      // the store, when it says which requests wait
+	calls    sync.Pool       // of *storeCall, reused across store calls
+	// batchConcurrency is Config.BatchConcurrency.
+	batchConcurrency int
 }
 
 // Option customises a Limiter beyond its Config.
@@ -130,6 +146,9 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 		o(l)
 	}
 	l.debtor, _ = store.(FallbackDebtor)
+	l.hinter, _ = store.(WaitHinter)
+	l.calls.New = func() any { return new(storeCall) }
+	l.batchConcurrency = cfg.BatchConcurrency
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, err
@@ -151,43 +170,14 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro())
+	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro(), false)
 }
 
-// DecideBatch answers rs in order. Every request is validated first, so one
-// bad request fails the batch before anything is consumed. A store error
-// ends the batch; earlier requests in it were decided.
-func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, error) {
-	if len(rs) > MaxBatch {
-		return nil, fmt.Errorf("%w: batch of %d requests exceeds %d", ErrInvalidRequest, len(rs), MaxBatch)
-	}
-	for i, r := range rs {
-		if err := validate(r); err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-	}
-	p := l.policies.Current()
-	matches := make([][]policy.Match, len(rs))
-	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
-		var err error
-		if matches[i], err = resolve(p, r.Descriptors, nil); err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-	}
-	now := l.now().UnixMicro()
-	out := make([]Decision, len(rs))
-	for i, r := range rs {
-		d, err := l.decide(ctx, p, matches[i], r.Cost, now)
-		if err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
-		out[i] = d
-	}
-	return out, nil
-}
-
-// decide decides one validated, resolved request stamped at now.
-func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64) (Decision, error) {
+// decide decides one validated, resolved request stamped at now. With
+// lenient set, every store error but the caller's own context ending is
+// met with the failure policy (reason "store_failed"), so that it stays
+// this request's: DecideBatch uses it.
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64, lenient bool) (Decision, error) {
 	start := time.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
@@ -196,10 +186,10 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	}
 	d.Matched = true
 	d.Limits = make([]LimitDecision, len(matches))
-	if err := l.decideMatches(ctx, matches, cost, now, &d); err != nil {
+	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
-	l.record(matches, &d)
+	l.record(matches, &d, now)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
@@ -211,7 +201,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 // the request is admitted, each shadow limit on its own. A shadow limit
 // therefore tracks what it would have admitted had it been enforced, and a
 // request that enforced limits refuse consumes no shadow quota.
-func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision) error {
+func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision, lenient bool) error {
 	var enforced, shadow []int
 	for i, m := range ms {
 		if m.Shadow {
@@ -221,7 +211,7 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		}
 	}
 	if len(enforced) > 0 {
-		agg, err := l.composite(ctx, ms, enforced, cost, now, d)
+		agg, err := l.composite(ctx, ms, enforced, cost, now, d, lenient)
 		if err != nil {
 			var unavailable *UnavailableError
 			if !errors.As(err, &unavailable) || ctx.Err() != nil {
@@ -242,7 +232,7 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		return nil
 	}
 	for n, i := range shadow {
-		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d)
+		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d, lenient)
 		if err != nil {
 			var unavailable *UnavailableError
 			if !errors.As(err, &unavailable) || ctx.Err() != nil {
@@ -260,22 +250,28 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 	return nil
 }
 
-// composite decides ms[idx...] in one store call and fills d.Limits.
-func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) (gcra.Result, error) {
-	var kb [8]string
-	var lb [8]gcra.Limit
-	var rb [8]gcra.Result
-	req := StoreRequest{Group: ms[idx[0]].GroupValue, Keys: kb[:0], Limits: lb[:0], Cost: cost, Now: now}
-	out := rb[:0]
+// composite decides ms[idx...] in one store call and fills d.Limits. With
+// lenient set, a store error other than ctx ending is returned as an
+// *UnavailableError (reason "store_failed").
+func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, lenient bool) (gcra.Result, error) {
+	sc := l.calls.Get().(*storeCall)
+	defer l.calls.Put(sc)
+	req := &sc.req
+	*req = StoreRequest{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Cost: cost, Now: now}
+	out := sc.out[:0]
+	defer clear(sc.keys[:]) // hold no key strings while pooled
 	for _, i := range idx {
 		req.Keys = append(req.Keys, ms[i].Key)
 		req.Limits = append(req.Limits, ms[i].Params)
 		req.Strict = req.Strict || ms[i].Limit.Consistency == policy.ConsistencyStrict
 		out = append(out, gcra.Result{})
 	}
-	agg, err := l.store.Decide(ctx, &req, out)
+	agg, err := l.store.Decide(ctx, req, out)
 	if err != nil {
 		l.metrics.storeErrors.Inc()
+		if _, ok := errors.AsType[*UnavailableError](err); lenient && !ok && ctx.Err() == nil {
+			err = &UnavailableError{Reason: ReasonStoreFailed, Err: err}
+		}
 		return agg, err
 	}
 	for n, i := range idx {
@@ -284,10 +280,24 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 	return agg, nil
 }
 
+// storeCall is the scratch of one store call: a Store is an interface, so
+// a request built on the stack would escape to the heap on every call.
+type storeCall struct {
+	req    StoreRequest
+	keys   [8]string
+	limits [8]gcra.Limit
+	out    [8]gcra.Result
+}
+
 // MemoryStore decides in mem: the embedded, single-node store.
 func MemoryStore(mem *memstore.Store) Store { return memoryStore{mem} }
 
 type memoryStore struct{ mem *memstore.Store }
+
+var _ WaitHinter = memoryStore{}
+
+// MayWait is false: memory never waits on another process.
+func (memoryStore) MayWait(string, string, bool) bool { return false }
 
 func (s memoryStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
 	return s.mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)

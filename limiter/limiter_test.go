@@ -55,7 +55,7 @@ type fixture struct {
 	reg   *prometheus.Registry
 }
 
-func newFixture(t *testing.T, yaml string) *fixture {
+func newFixture(t testing.TB, yaml string) *fixture {
 	t.Helper()
 	p, err := policy.Parse("test.yaml", []byte(yaml))
 	if err != nil {

@@ -2,7 +2,7 @@ package limiter
 
 import (
 	"log/slog"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -60,8 +60,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// record counts d per limit and logs denied keys (rate-limited).
-func (l *Limiter) record(ms []policy.Match, d *Decision) {
+// record counts d, decided at now, per limit and logs denied keys
+// (rate-limited).
+func (l *Limiter) record(ms []policy.Match, d *Decision, now int64) {
 	for i, ld := range d.Limits {
 		result := resultAllowed
 		switch {
@@ -76,40 +77,36 @@ func (l *Limiter) record(ms []policy.Match, d *Decision) {
 		}
 		l.metrics.decisions.WithLabelValues(ld.Name, result).Inc()
 		if result != resultAllowed {
-			l.denied.note(ms[i].Key, ld.Name, result)
+			l.denied.note(now, ms[i].Key, ld.Name, result)
 		}
 	}
 }
 
 // deniedLog writes denied keys to the log at most once per interval, with
 // a count of what it held back, so that a flood of denials costs one line.
+// It measures the interval on the requests' own time stamps (microseconds),
+// so a denial costs no clock read, and takes no lock: the denial that moves
+// last forward by compare-and-swap writes the line.
 type deniedLog struct {
-	logger   *slog.Logger
-	interval time.Duration
-	mu       struct {
-		sync.Mutex
-		last       time.Time
-		suppressed int
-	}
+	logger     *slog.Logger
+	interval   int64        // microseconds; 0 disables the log
+	last       atomic.Int64 // stamp of the last line written
+	suppressed atomic.Int64 // denials held back since then
 }
 
 func newDeniedLog(logger *slog.Logger, interval time.Duration) *deniedLog {
-	return &deniedLog{logger: logger, interval: interval}
+	return &deniedLog{logger: logger, interval: interval.Microseconds()}
 }
 
-func (d *deniedLog) note(key, limit, result string) {
+// note records a denial of key by limit in a request stamped now.
+func (d *deniedLog) note(now int64, key, limit, result string) {
 	if d.interval == 0 {
 		return
 	}
-	d.mu.Lock()
-	now := time.Now()
-	if now.Sub(d.mu.last) < d.interval {
-		d.mu.suppressed++
-		d.mu.Unlock()
+	last := d.last.Load()
+	if (last != 0 && now >= last && now-last < d.interval) || !d.last.CompareAndSwap(last, now) {
+		d.suppressed.Add(1)
 		return
 	}
-	suppressed := d.mu.suppressed
-	d.mu.last, d.mu.suppressed = now, 0
-	d.mu.Unlock()
-	d.logger.Info("key denied", "key", key, "limit", limit, "result", result, "suppressed_since_last", suppressed)
+	d.logger.Info("key denied", "key", key, "limit", limit, "result", result, "suppressed_since_last", d.suppressed.Swap(0))
 }

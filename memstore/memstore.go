@@ -79,7 +79,8 @@ type shard struct {
 	mu       sync.Mutex
 	tats     map[string]int64
 	lastScan int64    // now of the last eviction scan, to scan at most once per ms
-	_        [32]byte // keep neighbouring shards' locks off one cache line
+	peak     int      // most keys seen in tats by a sweep since tats was made (visit.go)
+	_        [24]byte // keep neighbouring shards' locks off one cache line
 }
 
 // New returns an empty store. It panics if cfg is invalid; call
@@ -297,22 +298,7 @@ func (s *Store) forget(removed int) {
 // Sweep deletes every key whose TAT is at or before now (a rested key and a
 // missing key decide identically) and returns how many it removed. It locks
 // one shard at a time.
-func (s *Store) Sweep(now int64) int {
-	removed := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, tat := range sh.tats {
-			if tat <= now {
-				delete(sh.tats, k)
-				removed++
-			}
-		}
-		sh.mu.Unlock()
-	}
-	s.forget(removed)
-	return removed
-}
+func (s *Store) Sweep(now int64) int { return s.SweepFunc(now, nil) }
 
 // Evicted returns how many rested keys were evicted to make room under
 // MaxKeys (Sweep's removals are not counted).

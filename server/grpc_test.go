@@ -23,7 +23,7 @@ import (
 
 // startGRPC serves RegisterGRPC(d) on a real loopback socket and returns a
 // connection to it; both stop when the test ends.
-func startGRPC(t *testing.T, d Decider) (*grpc.ClientConn, *health.Server) {
+func startGRPC(t testing.TB, d Decider) (*grpc.ClientConn, *health.Server) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

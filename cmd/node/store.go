@@ -45,7 +45,6 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		Name: "weir_active_keys",
 		Help: "Keys held in owner memory (rested keys are freed by the sweeper).",
 	}, func() float64 { return float64(mem.Len()) }))
-	n.sweepers = append(n.sweepers, mem.Sweep)
 
 	st := &state{now: time.Now, mem: mem, wantGossip: cfg.GossipAddr != ""}
 	breakers, err := breaker.NewSet(breaker.DefaultConfig(), n.logger, reg)
@@ -85,6 +84,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}
+	n.sweepers = append(n.sweepers, st.cluster.Sweep) // sweeps mem, remembering what it swept
 	n.goBackground(func() error { return st.cluster.RunHeartbeat(ctx) })
 	return st, nil
 }

@@ -10,6 +10,7 @@
 //	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
 //	           [--timeout D] [--json]
+//	weir echo [--addr HOST:PORT]
 //	weir shadow [--addr HOST:PORT,...] [--since D] [--top N] [--json]
 //	weir status [--addr HOST:PORT,...] [--json]
 //	weir inspect [--addr HOST:PORT,...] [--json] KEY...
@@ -54,6 +55,7 @@ Usage:
   weir policy import-envoy CONFIG.yaml...
                              convert envoyproxy/ratelimit configs to a policy
   weir bench [flags]         load-test a node and report throughput and latency
+  weir echo [--addr A]       a gRPC server that answers without deciding: bench's ceiling
   weir shadow [--since D]    which keys shadow limits would deny, merged over nodes
   weir status                members, ring share, breakers, policy version per node
   weir inspect KEY...        a key's TAT, remaining, retry-after and reset (read-only)
@@ -82,6 +84,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runPolicy(args[1:], stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "echo":
+		return runEcho(ctx, args[1:], stdout, stderr)
 	case "shadow":
 		return runShadow(ctx, args[1:], stdout, stderr)
 	case "status":

@@ -1,0 +1,114 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/weirhq/weir/policy"
+)
+
+// ReasonStoreFailed is the fallback reason of a batch request whose store
+// call failed with an error that names no dependency (not an
+// *UnavailableError): in a batch it is met with the request's failure
+// policy instead of failing the batch.
+const ReasonStoreFailed = "store_failed"
+
+// WaitHinter is implemented by a Store some of whose decisions wait on
+// another process (a peer node, Redis). DecideBatch asks it, per matched
+// key, whether deciding the key may wait: requests that may are decided
+// concurrently, the rest one after another on the caller's goroutine.
+// MayWait must be cheap, do no I/O and be safe for concurrent use; a wrong
+// answer costs time, never correctness. A Store that does not implement it
+// is taken to wait on every request.
+type WaitHinter interface {
+	MayWait(group, key string, strict bool) bool
+}
+
+// mayWait reports whether deciding ms may wait on another process.
+func (l *Limiter) mayWait(ms []policy.Match) bool {
+	if l.hinter == nil {
+		return len(ms) > 0
+	}
+	for _, m := range ms {
+		if l.hinter.MayWait(m.GroupValue, m.Key, m.Limit.Consistency == policy.ConsistencyStrict) {
+			return true
+		}
+	}
+	return false
+}
+
+// DecideBatch answers rs, one decision per request in order, all stamped
+// with one time. Every request is validated first, so one bad request fails
+// the batch before anything is consumed.
+//
+// Requests that may wait on another process (see WaitHinter) are decided
+// concurrently, at most Config.BatchConcurrency at a time, while the others
+// are decided in order on the caller's goroutine: a batch whose requests go
+// to several owners costs about one round trip, not one per request. So
+// among requests of one batch on the same key, which are admitted when its
+// quota runs out need not follow their order in the batch. A request whose
+// store call fails is decided by its failure policy (reason "store_failed"
+// when the error names no dependency), so it does not fail the others; only
+// ctx ending fails the batch.
+func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, error) {
+	if len(rs) > MaxBatch {
+		return nil, fmt.Errorf("%w: batch of %d requests exceeds %d", ErrInvalidRequest, len(rs), MaxBatch)
+	}
+	for i, r := range rs {
+		if err := validate(r); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
+	p := l.policies.Current()
+	matches := make([][]policy.Match, len(rs))
+	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
+		var err error
+		if matches[i], err = resolve(p, r.Descriptors, nil); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
+	now := l.now().UnixMicro()
+	out := make([]Decision, len(rs))
+	errs := make([]error, len(rs))
+	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], rs[i].Cost, now, true) }
+	var waiting, inline []int
+	for i := range rs {
+		if l.mayWait(matches[i]) {
+			waiting = append(waiting, i)
+		} else {
+			inline = append(inline, i)
+		}
+	}
+	wg := l.startBatchWorkers(waiting, decide)
+	for _, i := range inline {
+		decide(i)
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
+	return out, nil
+}
+
+// startBatchWorkers runs decide for every index of idx on up to
+// BatchConcurrency goroutines and returns their group to wait on.
+func (l *Limiter) startBatchWorkers(idx []int, decide func(int)) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	var next atomic.Int64
+	for range min(len(idx), l.batchConcurrency) {
+		wg.Go(func() {
+			for {
+				n := next.Add(1) - 1
+				if n >= int64(len(idx)) {
+					return
+				}
+				decide(idx[n])
+			}
+		})
+	}
+	return &wg
+}

@@ -1,0 +1,121 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/policy"
+)
+
+// barrierStore answers no call until n calls wait in it at once (or ctx
+// ends): a batch decided one request after another never gets an answer.
+// Group "broken" fails with an error that names no dependency.
+type barrierStore struct {
+	n       int
+	mu      sync.Mutex
+	waiting int
+	open    chan struct{}
+}
+
+func newBarrierStore(n int) *barrierStore { return &barrierStore{n: n, open: make(chan struct{})} }
+
+func (s *barrierStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	s.mu.Lock()
+	if s.waiting++; s.waiting == s.n {
+		close(s.open)
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.open:
+	case <-ctx.Done():
+		return gcra.Result{}, ctx.Err()
+	}
+	if r.Group == "broken" {
+		return gcra.Result{}, errors.New("store: answered 1 result for 2 limits")
+	}
+	for i := range out {
+		out[i] = gcra.Result{Allowed: true, Remaining: 7}
+	}
+	return gcra.Result{Allowed: true, Remaining: 7}, nil
+}
+
+func newBarrierLimiter(t *testing.T, store Store) *Limiter {
+	t.Helper()
+	p, err := policy.Parse("test.yaml", []byte(testPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := New(DefaultConfig(), policy.Static(p), store, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lim
+}
+
+func TestLimiter_DecideBatch_waitingRequestsConcurrently(t *testing.T) {
+	const n = 50
+	lim := newBarrierLimiter(t, newBarrierStore(n))
+	rs := make([]Request, n)
+	for i := range rs {
+		rs[i] = Request{Descriptors: desc("tenant", fmt.Sprint("t", i)), Cost: 1}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := lim.DecideBatch(ctx, rs)
+	if err != nil {
+		t.Fatalf("batch decided serially? %v", err)
+	}
+	for i, d := range ds {
+		if !d.Allowed || d.Remaining != 7 || d.Fallback != nil {
+			t.Fatalf("decision %d: %+v", i, d)
+		}
+	}
+}
+
+func TestLimiter_DecideBatch_failingItemFallsBackAlone(t *testing.T) {
+	lim := newBarrierLimiter(t, newBarrierStore(3))
+	rs := []Request{
+		{Descriptors: desc("tenant", "a"), Cost: 1},
+		{Descriptors: desc("tenant", "broken"), Cost: 1},
+		{Descriptors: desc("tenant", "b"), Cost: 1},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ds, err := lim.DecideBatch(ctx, rs)
+	if err != nil {
+		t.Fatalf("one broken item failed the batch: %v", err)
+	}
+	if f := ds[1].Fallback; f == nil || f.Reason != ReasonStoreFailed {
+		t.Fatalf("broken item: %+v", ds[1])
+	}
+	for _, i := range []int{0, 2} {
+		if ds[i].Fallback != nil || ds[i].Remaining != 7 {
+			t.Fatalf("item %d was affected: %+v", i, ds[i])
+		}
+	}
+}
+
+func TestLimiter_DecideBatch_cancelledContextFailsBatch(t *testing.T) {
+	lim := newBarrierLimiter(t, newBarrierStore(3)) // never opens: 2 requests
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := lim.DecideBatch(ctx, []Request{{Descriptors: desc("tenant", "a"), Cost: 1}, {Descriptors: desc("tenant", "b"), Cost: 1}})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the deadline", err)
+	}
+}
+
+func TestConfig_Validate_batchConcurrency(t *testing.T) {
+	c := DefaultConfig()
+	c.BatchConcurrency = 0
+	if c.Validate() == nil {
+		t.Fatal("zero batch concurrency accepted")
+	}
+}
