@@ -27,5 +27,5 @@ func (l *Limiter) DecideMatches(ctx context.Context, p *policy.Policy, ms []poli
 			return Decision{}, fmt.Errorf("%w: limits %q and %q have different groups", ErrInvalidRequest, ms[0].Limit.Name, ms[i].Limit.Name)
 		}
 	}
-	return l.decide(ctx, p, ms, cost, l.now().UnixMicro())
+	return l.decide(ctx, p, ms, cost, l.now().UnixNano())
 }
