@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_writebehind_lag_seconds",
 		Help: "Age of the oldest mark not yet known to be stored (an upper bound); 0 when none.",
-	}, func() float64 { return float64(w.lagMicros()) / 1e6 })
+	}, func() float64 { return float64(w.lagNanos()) / 1e9 })
 	commands := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: redisCommandsName,
 		Help: redisCommandsHelp,

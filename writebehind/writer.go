@@ -81,8 +81,8 @@ type Writer struct {
 }
 
 // New returns a Writer storing into sink. now returns the current time in
-// microseconds on the TATs' time base (Redis time, e.g. a redisclock.Clock's
-// Now); it stamps each batch as TAT.Now, which sets the keys' expiry, and
+// nanoseconds on the TATs' time base (Redis time, e.g. a redisclock.Clock's
+// Now scaled to nanoseconds); it stamps each batch as TAT.Now, which sets the keys' expiry, and
 // dates marks for the lag metric. It must be cheap and safe for concurrent
 // use. Metrics are registered on reg (nil: not registered); logger (nil:
 // discarded) receives flush failures and recoveries, once per transition.
@@ -117,7 +117,7 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 	return w, nil
 }
 
-// Mark records that key's TAT is now tat (microseconds, same time base as
+// Mark records that key's TAT is now tat (nanoseconds, same time base as
 // now). Marks of one key coalesce until the next flush: only the largest
 // TAT is kept. Mark never blocks on the Sink and does not allocate once
 // the key's shard has held that many keys before.
@@ -180,10 +180,10 @@ func (w *Writer) Pending() int {
 	return n
 }
 
-// lagMicros returns the age of the oldest mark not known to be stored, 0
+// lagNanos returns the age of the oldest mark not known to be stored, 0
 // when there is none. It is an upper bound: a shard is dated by its first
 // mark since it was last emptied.
-func (w *Writer) lagMicros() int64 {
+func (w *Writer) lagNanos() int64 {
 	oldest := w.inflightSince.Load()
 	for i := range w.shards {
 		s := &w.shards[i]
