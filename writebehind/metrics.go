@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 	})
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "weir_writebehind_dropped_total",
-		Help: "Marks dropped because the key was empty or the TAT outside [0, 2^53).",
+		Help: "Marks dropped because the key was empty or the TAT outside [0, redisbackend.MaxTime].",
 	})
 	backlogFull := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "weir_writebehind_backlog_full_total",

@@ -27,9 +27,9 @@ var _ Sink = (*redisbackend.Backend)(nil)
 // while an idle flush scan stays cheap.
 const numShards = 128
 
-// maxTAT bounds the TATs a Sink accepts: redisbackend stores them for a Lua
-// script that reads them as doubles, exact only below 2^53.
-const maxTAT = int64(1) << 53
+// maxTAT bounds the TATs a Sink accepts: redisbackend.MaxTime, the latest
+// nanosecond TAT whose whole microseconds its Lua script reads exactly.
+const maxTAT = redisbackend.MaxTime
 
 // shard is one part of the backlog.
 type shard struct {
@@ -127,10 +127,10 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 // the decision): a smaller TAT marked after a larger one was flushed
 // overwrites it.
 //
-// A TAT outside [0, 2^53) or an empty key cannot be stored; such a mark is
+// A TAT outside [0, redisbackend.MaxTime] or an empty key cannot be stored; such a mark is
 // dropped and counted in weir_writebehind_dropped_total.
 func (w *Writer) Mark(key string, tat int64) {
-	if key == "" || tat < 0 || tat >= maxTAT {
+	if key == "" || tat < 0 || tat > maxTAT {
 		w.m.dropped.Inc()
 		return
 	}
