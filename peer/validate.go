@@ -125,7 +125,7 @@ type Validator struct {
 var _ Handler = (*Validator)(nil)
 
 // NewValidator returns a Validator in front of next. now is the owner's
-// time base in microseconds (the clock its own requests are stamped with).
+// time base in Unix nanoseconds (the clock its own requests are stamped with).
 // A nil reg registers nothing.
 func NewValidator(cfg ValidatorConfig, next Handler, policies PolicySource, now func() int64, reg prometheus.Registerer) (*Validator, error) {
 	if err := cfg.Validate(); err != nil {
@@ -192,8 +192,8 @@ func (v *Validator) check(it *Item, now int64, p *policy.Policy) (Item, string, 
 	if err := v.checkShape(it); err != nil {
 		return Item{}, "shape", err
 	}
-	if skew := it.Now - now; skew > v.cfg.MaxSkew.Microseconds() || skew < -v.cfg.MaxSkew.Microseconds() {
-		return Item{}, "skew", fmt.Errorf("now %dus is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
+	if skew := it.Now - now; skew > v.cfg.MaxSkew.Nanoseconds() || skew < -v.cfg.MaxSkew.Nanoseconds() {
+		return Item{}, "skew", fmt.Errorf("now %dns is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
 	}
 	tag := policy.GroupTag(it.Group)
 	out, cloned := *it, false
@@ -259,5 +259,5 @@ func (v *Validator) params(p *policy.Policy, key string, sent gcra.Limit) (gcra.
 
 // skewString says how far a is from b, without overflowing.
 func skewString(a, b int64) string {
-	return fmt.Sprintf("%.3gs", (float64(a)-float64(b))/1e6)
+	return fmt.Sprintf("%.3gs", (float64(a)-float64(b))/1e9)
 }
