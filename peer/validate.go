@@ -101,7 +101,8 @@ type PolicySource interface {
 // ReasonRefused, nothing decided, counted in
 // weir_peer_items_refused_total by reason) when:
 //   - shape: it has no keys, more than MaxKeys, keys and limits that do
-//     not pair up, a key longer than MaxKeyBytes or not UTF-8, or a cost
+//     not pair up, a key longer than MaxKeyBytes or not UTF-8, a key
+//     repeated in the item, or a cost
 //     outside [1, limiter.MaxCost];
 //   - skew: its Now is more than MaxSkew from the owner's clock;
 //   - group: a key's hash tag is not the item's group;
@@ -230,6 +231,11 @@ func (v *Validator) checkShape(it *Item) error {
 	for i, key := range it.Keys {
 		if len(key) > v.cfg.MaxKeyBytes || !utf8.ValidString(key) {
 			return fmt.Errorf("key %d is %d bytes (at most %d) or not UTF-8", i, len(key), v.cfg.MaxKeyBytes)
+		}
+		// A sender's limiter charges a repeated key once and never forwards
+		// it twice; Redis would refuse it and memory would charge it once.
+		if slices.Contains(it.Keys[:i], key) {
+			return fmt.Errorf("key %d repeats an earlier key", i)
 		}
 	}
 	return nil

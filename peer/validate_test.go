@@ -96,6 +96,9 @@ func TestValidator_refusesForgedItems(t *testing.T) {
 		"huge cost":           func(it *Item) { it.Cost = 1 << 40 },
 		"no keys":             func(it *Item) { it.Keys, it.Limits = nil, nil },
 		"keys without limits": func(it *Item) { it.Limits = nil },
+		"repeated key": func(it *Item) {
+			it.Keys, it.Limits = []string{it.Keys[0], it.Keys[0]}, []gcra.Limit{it.Limits[0], it.Limits[0]}
+		},
 		"key of another group": func(it *Item) {
 			it.Group = "t2" // routed as t2, but the key is t1's
 		},
