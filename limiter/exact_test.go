@@ -66,3 +66,29 @@ func TestLimiter_DecideMatches_repeatedKeyChargedOnce(t *testing.T) {
 		t.Fatal("DecideMatches wrote the caller's slice")
 	}
 }
+
+// TestLimiter_tooCostlyCompositeNamesNoWait: the user's burst is below the
+// cost and the tenant is also spent. No wait makes the request pass, so the
+// decision's RetryAfter is zero while the tenant's own entry names its wait.
+func TestLimiter_tooCostlyCompositeNamesNoWait(t *testing.T) {
+	f := newFixture(t, testPolicy)
+	if d := f.decide(t, 50, "tenant", "acme"); !d.Allowed {
+		t.Fatalf("spending the tenant: %+v", d)
+	}
+	d := f.decide(t, 4, "tenant", "acme", "user", "u1") // per-user burst is 3
+	if d.Allowed || !d.TooCostly || d.RetryAfter != 0 {
+		t.Fatalf("decision %+v, want TooCostly with RetryAfter 0", d)
+	}
+	for _, l := range d.Limits {
+		switch l.Name {
+		case "per-user":
+			if !l.TooCostly || l.RetryAfter != 0 {
+				t.Errorf("per-user %+v, want TooCostly", l)
+			}
+		case "per-tenant":
+			if l.TooCostly || l.RetryAfter != 40*time.Millisecond { // 4 units at 100/s
+				t.Errorf("per-tenant %+v, want its own wait of 40ms", l)
+			}
+		}
+	}
+}
