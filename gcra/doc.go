@@ -23,10 +23,9 @@
 // 0.1 % for every rate up to 1,000,000/s (999,999/s becomes one per 1001 ns,
 // 0.0999 % slow) and exact for 1,000,000/s. Interval*Burst (the span) is at
 // most [MaxSpan], 2^62 ns (about 146 years). now is clamped to [0,
-// [MaxTime]] (MaxInt64 - MaxSpan, about the year 2116) and a negative TAT
-// reads as rested, and the arithmetic works on how far a key is ahead of now,
-// so no input wraps: a TAT at the top of the int64 range keeps its key
-// denied. Stores with a smaller range (redisbackend computes in Lua doubles)
+// [MaxTime]] (MaxInt64 - MaxSpan, about the year 2116), a negative TAT reads
+// as rested, and the arithmetic works on how far a key is ahead of now, so
+// no input wraps: a TAT at the top of the int64 range keeps its key denied. Stores with a smaller range (redisbackend computes in Lua doubles)
 // bound spans further; policy bounds them for every store.
 //
 // Usage:

@@ -11,10 +11,11 @@ import (
 // 2^62 nanoseconds, about 146 years.
 const MaxSpan = int64(1) << 62
 
-// MaxTime is the latest instant (Unix nanoseconds, about the year 2116) a
-// decision works with. Decide and DecideComposite saturate: a now or TAT
-// above MaxTime is read as MaxTime and a negative one as 0, so MaxTime plus
-// any valid span still fits in an int64 and no TAT ever wraps around.
+// MaxTime is the latest now (Unix nanoseconds, about the year 2116) a
+// decision works with. Decide and DecideComposite saturate: a now above
+// MaxTime is read as MaxTime and a negative one as 0, and a negative TAT as
+// rested. An admitted TAT is at most now + Span <= MaxInt64, and a TAT
+// anywhere up to MaxInt64 only denies, so no TAT ever wraps around.
 const MaxTime = math.MaxInt64 - MaxSpan
 
 var (
@@ -97,8 +98,8 @@ type Result struct {
 // Decide evaluates one request of cost against one limit whose state is tat,
 // at time now (nanoseconds on the caller's time base). A tat of zero or any
 // value at or before now means "rested". A clock that moves backwards is
-// harmless: a tat ahead of now only makes the decision stricter. tat and now
-// are clamped to [0, MaxTime] (see MaxTime), so no input can overflow.
+// harmless: a tat ahead of now only makes the decision stricter. Any int64
+// tat and now are accepted without overflow (see MaxTime).
 func Decide(tat, now int64, l Limit, cost int64) (Result, error) {
 	if cost <= 0 {
 		return Result{}, fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
