@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,5 +178,24 @@ func TestStore_HasPutDeleteFunc(t *testing.T) {
 	}
 	if s.Has("g", "a") || s.Get("h", "b") != 7 {
 		t.Fatal("DeleteFunc removed the wrong keys")
+	}
+}
+
+// A TAT at the top of the int64 range (a corrupt load, a forged Put) keeps
+// its key denied: it never wraps into a key that admits everything.
+func TestStore_TATAtTheTopOfInt64StaysDenied(t *testing.T) {
+	s := New(DefaultConfig())
+	s.Put("g", "k", math.MaxInt64)
+	out := make([]gcra.Result, 1)
+	lim := []gcra.Limit{{Interval: 1_000_000, Burst: 5}}
+	now := int64(1_800_000_000_000_000_000)
+	for i := range 3 {
+		agg, err := s.Decide(t.Context(), "g", []string{"k"}, lim, 1, now+int64(i), out)
+		if err != nil || agg.Allowed || agg.RetryAfter <= 0 {
+			t.Fatalf("decision %d: %+v, %v; want a denial with a positive wait", i, agg, err)
+		}
+	}
+	if got := s.Get("g", "k"); got != math.MaxInt64 {
+		t.Fatalf("TAT %d, want it unchanged", got)
 	}
 }
