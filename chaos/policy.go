@@ -113,11 +113,11 @@ func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpe
 		}
 		spec := history.LimitSpec{
 			Name:             l.Name,
-			Interval:         time.Duration(l.Params.Interval) * time.Microsecond,
+			Interval:         time.Duration(l.Params.Interval),
 			Burst:            l.Params.Burst,
 			Consistency:      string(l.Consistency),
 			OnFailure:        string(l.OnFailure),
-			FallbackInterval: time.Duration(l.Fallback.Interval) * time.Microsecond,
+			FallbackInterval: time.Duration(l.Fallback.Interval),
 			FallbackBurst:    l.Fallback.Burst,
 			RatePer:          l.Rate.Per,
 		}

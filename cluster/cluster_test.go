@@ -38,11 +38,11 @@ type clock struct {
 	now int64
 }
 
-func (c *clock) Now() time.Time        { c.mu.Lock(); defer c.mu.Unlock(); return time.UnixMicro(c.now) }
-func (c *clock) Micros() int64         { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration)   { c.mu.Lock(); c.now += d.Microseconds(); c.mu.Unlock() }
-func newClock() *clock                 { return &clock{now: time.Now().UnixMicro()} }
-func (c *clock) nowFunc() func() int64 { return c.Micros }
+func (c *clock) Now() time.Time        { c.mu.Lock(); defer c.mu.Unlock(); return time.Unix(0, c.now) }
+func (c *clock) Nanos() int64          { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration)   { c.mu.Lock(); c.now += int64(d); c.mu.Unlock() }
+func newClock() *clock                 { return &clock{now: time.Now().UnixNano()} }
+func (c *clock) nowFunc() func() int64 { return c.Nanos }
 
 type testNode struct {
 	name    string
@@ -164,7 +164,7 @@ func checkBound(t *testing.T, l gcra.Limit, adm []admission) {
 		for j := i; j < len(adm); j++ {
 			sum += adm[j].cost
 			if w := adm[j].at - adm[i].at; sum*l.Interval > l.Span()+w {
-				t.Fatalf("%d units admitted in %dus; bound is %d + %d/%d", sum, w, l.Burst, w, l.Interval)
+				t.Fatalf("%d units admitted in %dns; bound is %d + %d/%d", sum, w, l.Burst, w, l.Interval)
 			}
 		}
 	}
@@ -192,14 +192,14 @@ func (tc *testCluster) hammer(kv map[string]string, requests int, step time.Dura
 			continue
 		}
 		if d.Allowed {
-			adm = append(adm, admission{tc.clock.Micros(), 1})
+			adm = append(adm, admission{tc.clock.Nanos(), 1})
 		}
 		tc.clock.Add(step)
 	}
 	return adm, fallbacks
 }
 
-var perUser = gcra.Limit{Interval: 20_000, Burst: 5}
+var perUser = gcra.Limit{Interval: 20_000_000, Burst: 5} // 50/s
 
 func TestCluster_oneKeyThroughEveryNode_isExact(t *testing.T) {
 	for _, n := range []int{3, 5} {
@@ -379,8 +379,8 @@ func TestCluster_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	}
 	item := func(user string) peer.Item {
 		keys := []string{"weir:{t1}:per-user:t1:" + user, "weir:{t1}:per-tenant:t1"}
-		return peer.Item{Group: "t1", Keys: keys, Limits: []gcra.Limit{perUser, {Interval: 10_000, Burst: 20}},
-			Cost: 1, Now: tc.clock.Micros()}
+		return peer.Item{Group: "t1", Keys: keys, Limits: []gcra.Limit{perUser, {Interval: 10_000_000, Burst: 20}},
+			Cost: 1, Now: tc.clock.Nanos()}
 	}
 	tc.redis.Pause()
 	defer tc.redis.Resume()

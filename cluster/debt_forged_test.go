@@ -26,13 +26,13 @@ func TestCluster_forgedDebtIsRefusedOrBounded(t *testing.T) {
 			foreign = g
 		}
 	}
-	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), owner.cluster, policy.Static(tc.pol), tc.clock.Micros, nil)
+	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), owner.cluster, policy.Static(tc.pol), tc.clock.Nanos, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const key = "weir:{t1}:per-user:t1:u1"
-	now := tc.clock.Micros()
-	huge := gcra.Limit{Interval: int64(24 * time.Hour / time.Microsecond), Burst: 1_000_000}
+	now := tc.clock.Nanos()
+	huge := gcra.Limit{Interval: int64(24 * time.Hour), Burst: 1_000_000}
 	forged := func(mutate func(*peer.Item)) peer.Item {
 		it := debtItem(key, 1, now)
 		mutate(&it)
@@ -43,7 +43,7 @@ func TestCluster_forgedDebtIsRefusedOrBounded(t *testing.T) {
 	for name, it := range map[string]peer.Item{
 		"cost over MaxCost":   forged(func(it *peer.Item) { it.Cost = limiter.MaxCost + 1 }),
 		"key of another tag":  forged(func(it *peer.Item) { it.Keys = []string{"weir:{t9}:per-user:t9:u1"} }),
-		"now ten years ahead": forged(func(it *peer.Item) { it.Now += int64(10 * 365 * 24 * time.Hour / time.Microsecond) }),
+		"now ten years ahead": forged(func(it *peer.Item) { it.Now += int64(10 * 365 * 24 * time.Hour) }),
 		"now near MaxInt64":   forged(func(it *peer.Item) { it.Now = 1<<63 - 1 }),
 		"interval over a day": forged(func(it *peer.Item) {
 			it.Keys = []string{"weir:{t1}:unknown-limit:t1:u1"}
@@ -89,10 +89,10 @@ func TestCluster_forgedDebtIsRefusedOrBounded(t *testing.T) {
 		}
 	}
 	kv := map[string]string{"tenant": "t1", "user": "u1"}
-	if d := tc.decide(owner.name, kv); d.Allowed || d.RetryAfter > time.Duration(perUser.Interval)*time.Microsecond {
+	if d := tc.decide(owner.name, kv); d.Allowed || d.RetryAfter > time.Duration(perUser.Interval) {
 		t.Fatalf("after the debt: allowed %v, retry after %v; want denied for at most one interval", d.Allowed, d.RetryAfter)
 	}
-	tc.clock.Add(time.Duration(perUser.Interval) * time.Microsecond)
+	tc.clock.Add(time.Duration(perUser.Interval))
 	if d := tc.decide(owner.name, kv); !d.Allowed {
 		t.Fatalf("one interval after the debt the key is still denied: %+v", d)
 	}
@@ -100,12 +100,12 @@ func TestCluster_forgedDebtIsRefusedOrBounded(t *testing.T) {
 	// A debt stamped at the edge of the allowed skew ends no later than the
 	// owner's clock + MaxSkew + span.
 	const edgeKey = "weir:{t1}:per-user:t1:edge"
-	ownerNow := tc.clock.Micros()
-	edge := debtItem(edgeKey, limiter.MaxCost, ownerNow+peer.DefaultMaxSkew.Microseconds())
+	ownerNow := tc.clock.Nanos()
+	edge := debtItem(edgeKey, limiter.MaxCost, ownerNow+peer.DefaultMaxSkew.Nanoseconds())
 	if res := v.HandleDecide(t.Context(), "forger", []peer.Item{edge})[0]; res.Err != nil {
 		t.Fatalf("debt at the skew edge: %+v", res)
 	}
-	if tat := owner.cluster.deps.Mem.Get("t1", edgeKey); tat > ownerNow+peer.DefaultMaxSkew.Microseconds()+perUser.Span() {
+	if tat := owner.cluster.deps.Mem.Get("t1", edgeKey); tat > ownerNow+peer.DefaultMaxSkew.Nanoseconds()+perUser.Span() {
 		t.Fatalf("TAT %d ahead of the owner's clock, over MaxSkew + span", tat-ownerNow)
 	}
 }

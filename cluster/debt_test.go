@@ -97,7 +97,7 @@ func TestCluster_withoutDebtTheSameFaultOverAdmits(t *testing.T) {
 func TestCluster_chargedDebtReachesRedis(t *testing.T) {
 	tc := newTestCluster(t, 1, true)
 	node := tc.nodes["node-0"]
-	now := tc.clock.Micros()
+	now := tc.clock.Nanos()
 	it := debtItem("weir:{t1}:per-user:t1:u1", 4, now)
 	if res := node.cluster.chargeDebt(t.Context(), &it); res.Err != nil || res.Overall.Remaining != 1 {
 		t.Fatalf("charge: %+v", res)
@@ -114,7 +114,7 @@ func TestCluster_chargedDebtReachesRedis(t *testing.T) {
 func TestCluster_debtBeyondTheSpanIsForgiven(t *testing.T) {
 	tc := newTestCluster(t, 1, false)
 	c := tc.nodes["node-0"].cluster
-	now := tc.clock.Micros()
+	now := tc.clock.Nanos()
 	for range 2 { // 2 of 5 spent
 		if d := tc.decide("node-0", map[string]string{"tenant": "t1", "user": "u1"}); !d.Allowed {
 			t.Fatal("burst denied")

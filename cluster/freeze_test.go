@@ -45,7 +45,7 @@ func startHeartbeat(t *testing.T, c *Cluster) {
 // peers had spent the whole burst while this node was frozen.
 func spendElsewhere(t *testing.T, tc *testCluster) {
 	t.Helper()
-	later := strconv.FormatInt(tc.clock.Micros()+10_000_000, 10)
+	later := strconv.FormatInt((tc.clock.Nanos()+int64(10*time.Second))/1000, 10) // stored as whole microseconds
 	for _, k := range []string{"weir:{t1}:per-user:t1:u1", "weir:{t1}:per-tenant:t1"} {
 		if err := tc.redis.Client().Set(context.Background(), k, later, time.Minute).Err(); err != nil {
 			t.Fatal(err)

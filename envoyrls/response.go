@@ -102,7 +102,7 @@ var units = []struct {
 // rate when the tenant gets it unchanged, otherwise one unit per emission
 // interval.
 func currentLimit(m policy.Match) *rlsv3.RateLimitResponse_RateLimit {
-	n, per := int64(1), time.Duration(m.Params.Interval)*time.Microsecond
+	n, per := int64(1), time.Duration(m.Params.Interval)
 	if r := m.Limit.Rate; m.Params == m.Limit.Params && r.N > 0 {
 		n, per = r.N, r.Per
 	}

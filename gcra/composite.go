@@ -14,7 +14,9 @@ import "fmt"
 //
 // The returned aggregate has the overall verdict, the largest RetryAfter and
 // ResetAfter, and the smallest Remaining. Its TAT field is meaningless.
-// TooCostly is set when the cost exceeds any limit's burst.
+// TooCostly is set when the cost exceeds any limit's burst; the request can
+// then never pass, so the aggregate's RetryAfter is zero even when another
+// limit, alone, would have named a wait (that limit's out[i] still does).
 func DecideComposite(tats []int64, now int64, limits []Limit, cost int64, out []Result) (Result, error) {
 	if cost <= 0 {
 		return Result{}, fmt.Errorf("%w: got %d", ErrInvalidCost, cost)
@@ -38,13 +40,15 @@ func DecideComposite(tats []int64, now int64, limits []Limit, cost int64, out []
 		agg.TooCostly = agg.TooCostly || r.TooCostly
 		agg.RetryAfter = max(agg.RetryAfter, r.RetryAfter)
 	}
+	if agg.TooCostly {
+		agg.RetryAfter = 0 // no wait makes the request pass
+	}
 	if !agg.Allowed {
 		// Roll back the limits that alone would have admitted: report them
 		// as they stand with nothing consumed.
 		for i, l := range limits {
 			if out[i].Allowed {
-				base := max(tats[i], now)
-				out[i] = Result{Allowed: true, TAT: tats[i], Remaining: remaining(base, now, l), ResetAfter: base - now}
+				out[i] = restingAt(tats[i], now, l)
 			}
 		}
 	}

@@ -11,11 +11,11 @@ import (
 func ExampleDecide() {
 	lim, _ := gcra.PerPeriod(5, time.Second, 3)
 	var tat int64
-	for _, now := range []int64{0, 0, 0, 0, 250_000, 250_000} {
-		r, _ := gcra.Decide(tat, now, lim, 1)
+	for _, at := range []time.Duration{0, 0, 0, 0, 250 * time.Millisecond, 250 * time.Millisecond} {
+		r, _ := gcra.Decide(tat, int64(at), lim, 1) // nanoseconds
 		tat = r.TAT
 		fmt.Printf("t=%3dms allowed=%-5v remaining=%d retry_after=%s\n",
-			now/1000, r.Allowed, r.Remaining, time.Duration(r.RetryAfter)*time.Microsecond)
+			at.Milliseconds(), r.Allowed, r.Remaining, time.Duration(r.RetryAfter))
 	}
 	// Output:
 	// t=  0ms allowed=true  remaining=2 retry_after=0s

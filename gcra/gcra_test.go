@@ -7,8 +7,12 @@ import (
 	"time"
 )
 
+// us is one microsecond in gcra's nanoseconds. The seed traced its example
+// in microseconds; the tables below keep its numbers and scale them.
+const us = int64(1000)
+
 // seedLimit is the seed's hand-traced limit: 5 per second, burst 3.
-var seedLimit = Limit{Interval: 200_000, Burst: 3}
+var seedLimit = Limit{Interval: 200_000 * us, Burst: 3}
 
 func TestDecide_seedHandTrace(t *testing.T) {
 	steps := []struct {
@@ -27,11 +31,11 @@ func TestDecide_seedHandTrace(t *testing.T) {
 	}
 	var tat int64
 	for i, s := range steps {
-		r, err := Decide(tat, s.now, seedLimit, 1)
+		r, err := Decide(tat, s.now*us, seedLimit, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Allowed != s.allowed || r.Remaining != s.remaining || r.RetryAfter != s.retry || r.TAT != s.tat {
+		if r.Allowed != s.allowed || r.Remaining != s.remaining || r.RetryAfter != s.retry*us || r.TAT != s.tat*us {
 			t.Fatalf("step %d at %dus: got %+v, want allowed=%v remaining=%d retry=%d tat=%d",
 				i, s.now, r, s.allowed, s.remaining, s.retry, s.tat)
 		}
@@ -42,16 +46,16 @@ func TestDecide_seedHandTrace(t *testing.T) {
 func TestDecide_boundaries(t *testing.T) {
 	// After three requests at t=0 the TAT is 600ms; one more unit fits when
 	// allow_at = 800ms - 600ms = 200ms <= now.
-	const tat = 600_000
+	const tat = 600_000 * us
 	tests := []struct {
 		name    string
 		now     int64
 		allowed bool
 		retry   int64
 	}{
-		{"one microsecond early", 199_999, false, 1},
-		{"exactly on time", 200_000, true, 0},
-		{"one microsecond late", 200_001, true, 0},
+		{"one nanosecond early", 200_000*us - 1, false, 1},
+		{"exactly on time", 200_000 * us, true, 0},
+		{"one nanosecond late", 200_000*us + 1, true, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,11 +86,11 @@ func TestDecide_remainingAndReset(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := Decide(tc.tat, tc.now, seedLimit, tc.cost)
+			r, err := Decide(tc.tat*us, tc.now*us, seedLimit, tc.cost)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Remaining != tc.remaining || r.ResetAfter != tc.reset {
+			if r.Remaining != tc.remaining || r.ResetAfter != tc.reset*us {
 				t.Fatalf("got %+v, want remaining=%d reset=%d", r, tc.remaining, tc.reset)
 			}
 		})
@@ -97,18 +101,18 @@ func TestDecide_clockGoesBackwards(t *testing.T) {
 	// Burst used up at t=1s; a clock that then reads 0.5s must not refill.
 	tat := int64(0)
 	for range 3 {
-		r, _ := Decide(tat, 1_000_000, seedLimit, 1)
+		r, _ := Decide(tat, 1_000_000*us, seedLimit, 1)
 		tat = r.TAT
 	}
-	r, err := Decide(tat, 500_000, seedLimit, 1)
+	r, err := Decide(tat, 500_000*us, seedLimit, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Allowed {
 		t.Fatalf("backwards clock admitted a request: %+v", r)
 	}
-	if r.RetryAfter != 700_000 {
-		t.Fatalf("retry after %d, want 700000 (exact from the stale reading)", r.RetryAfter)
+	if r.RetryAfter != 700_000*us {
+		t.Fatalf("retry after %d, want 700ms (exact from the stale reading)", r.RetryAfter)
 	}
 	if r.TAT != tat {
 		t.Fatalf("denial changed the TAT from %d to %d", tat, r.TAT)
@@ -153,7 +157,7 @@ func TestDecide_invalidInput(t *testing.T) {
 func TestDecide_hugeNumbersDoNotOverflow(t *testing.T) {
 	// The largest valid span with a realistic epoch-based now.
 	l := Limit{Interval: MaxSpan / 1_000_000_000, Burst: 1_000_000_000}
-	now := int64(1_800_000_000_000_000)
+	now := int64(1_800_000_000_000_000_000)
 	r, err := Decide(0, now, l, 1_000_000_000)
 	if err != nil {
 		t.Fatal(err)
@@ -173,11 +177,18 @@ func TestPerPeriod(t *testing.T) {
 		period time.Duration
 		want   int64
 	}{
-		{5, time.Second, 200_000},
-		{3, time.Second, 333_334}, // rounded up: never faster than asked
-		{1000, time.Second, 1000},
-		{60, time.Minute, 1_000_000},
-		{1, time.Hour, 3_600_000_000},
+		{5, time.Second, 200_000_000},
+		{3, time.Second, 333_333_334}, // rounded up: never faster than asked
+		{1000, time.Second, 1_000_000},
+		{60, time.Minute, 1_000_000_000},
+		{1, time.Hour, 3_600_000_000_000},
+		{999_999, time.Second, 1001},
+		{1_000_000, time.Second, 1000},
+		{1, 24 * time.Hour, 86_400_000_000_000},
+		// A sub-microsecond period is not truncated to whole microseconds
+		// first (1.5us once became 1us: faster than asked).
+		{1, 1500 * time.Nanosecond, 1500},
+		{2, 2999 * time.Nanosecond, 1500},
 	}
 	for _, tc := range tests {
 		l, err := PerPeriod(tc.n, tc.period, 1)
@@ -189,7 +200,7 @@ func TestPerPeriod(t *testing.T) {
 		n      int64
 		period time.Duration
 		burst  int64
-	}{{0, time.Second, 1}, {1, 0, 1}, {1, time.Nanosecond, 1}, {1, time.Second, 0}} {
+	}{{0, time.Second, 1}, {1, 0, 1}, {2, time.Nanosecond, 1}, {1, time.Second, 0}, {1, 24 * time.Hour, 1 << 40}} {
 		if _, err := PerPeriod(bad.n, bad.period, bad.burst); !errors.Is(err, ErrInvalidLimit) {
 			t.Errorf("PerPeriod(%d, %s, %d): got %v, want ErrInvalidLimit", bad.n, bad.period, bad.burst, err)
 		}
@@ -197,11 +208,16 @@ func TestPerPeriod(t *testing.T) {
 }
 
 func TestCeilSeconds(t *testing.T) {
-	for _, tc := range []struct{ us, want int64 }{
-		{-5, 0}, {0, 0}, {1, 1}, {999_999, 1}, {1_000_000, 1}, {1_000_001, 2}, {150_000, 1},
+	for _, tc := range []struct{ ns, want int64 }{
+		{-5, 0}, {0, 0}, {1, 1}, {999_999_999, 1}, {1_000_000_000, 1}, {1_000_000_001, 2}, {150_000_000, 1},
 	} {
-		if got := CeilSeconds(tc.us); got != tc.want {
-			t.Errorf("CeilSeconds(%d) = %d, want %d", tc.us, got, tc.want)
+		if got := CeilSeconds(tc.ns); got != tc.want {
+			t.Errorf("CeilSeconds(%d) = %d, want %d", tc.ns, got, tc.want)
+		}
+	}
+	for _, tc := range []struct{ ns, want int64 }{{-1, 0}, {0, 0}, {1, 1}, {999, 1}, {1000, 1}, {1001, 2}} {
+		if got := CeilMicros(tc.ns); got != tc.want {
+			t.Errorf("CeilMicros(%d) = %d, want %d", tc.ns, got, tc.want)
 		}
 	}
 }

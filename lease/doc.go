@@ -4,7 +4,7 @@
 // the lease expires, and the cluster still admits no more than the limit.
 //
 // It has two sides, both pure: no goroutines, no I/O, no clock reads. Times
-// are integer microseconds passed in, as in package gcra; callers own
+// are integer nanoseconds passed in, as in package gcra; callers own
 // locking, storage, the wire and the clock.
 //
 //   - [Grantor] is the owner's ledger. [Grantor.Grant] settles the lease the

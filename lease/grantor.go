@@ -49,7 +49,7 @@ type GrantorStats struct {
 }
 
 // Reservation summarises a key's open leases for a new owner: Units units
-// held by peers until at most Until (owner time base, microseconds).
+// held by peers until at most Until (owner time base, nanoseconds).
 type Reservation struct {
 	Units int64
 	Until int64
@@ -301,9 +301,9 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 		return ans
 	}
 	g.nextID++
-	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlMicros() + g.cfg.Grace.Microseconds()}
+	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlNanos() + g.cfg.Grace.Nanoseconds()}
 	b.insert(l)
-	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlMicros()
+	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlNanos()
 	st.Grants++
 	st.GrantedUnits += n
 	return ans

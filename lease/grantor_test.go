@@ -13,11 +13,15 @@ import (
 // The fixtures: one unit per millisecond, burst 20 (leases may hold 10),
 // grants of at most 8 units living 100ms. t0 is an arbitrary instant.
 var (
-	lim20 = gcra.Limit{Interval: 1000, Burst: 20}
+	lim20 = gcra.Limit{Interval: 1000 * us, Burst: 20}
 	terms = Terms{Max: 8, TTL: 100 * time.Millisecond}
 )
 
 const t0 = int64(1_000_000_000)
+
+// us is a microsecond on gcra's time base (nanoseconds): the traces here are
+// written in microseconds.
+const us = int64(time.Microsecond)
 
 func newTestGrantor(t *testing.T) *Grantor {
 	t.Helper()
@@ -48,13 +52,13 @@ func TestGrantor_Grant_sizesAndFits(t *testing.T) {
 		demand float64
 		want   Answer
 	}{
-		{"rested key, demand over a TTL", 0, 40, Answer{Outcome: Granted, Units: 4, TAT: t0 + 4000}},
-		{"tiny demand still gets one unit", 0, 0.001, Answer{Outcome: Granted, Units: 1, TAT: t0 + 1000}},
-		{"demand above max gets max", 0, 1e6, Answer{Outcome: Granted, Units: 8, TAT: t0 + 8000}},
-		{"only three fit: largest that fits", t0 + 17_000, 1e6, Answer{Outcome: Granted, Units: 3, TAT: t0 + 20_000}},
-		{"exactly one fits", t0 + 19_000, 1e6, Answer{Outcome: Granted, Units: 1, TAT: t0 + 20_000}},
-		{"one fits 1µs later: exact retry", t0 + 19_001, 1e6, Answer{Outcome: Denied, RetryAfter: 1, TAT: t0 + 19_001}},
-		{"saturated: retry of one unit", t0 + 20_000, 1e6, Answer{Outcome: Denied, RetryAfter: 1000, TAT: t0 + 20_000}},
+		{"rested key, demand over a TTL", 0, 40, Answer{Outcome: Granted, Units: 4, TAT: t0 + 4000*us}},
+		{"tiny demand still gets one unit", 0, 0.001, Answer{Outcome: Granted, Units: 1, TAT: t0 + 1000*us}},
+		{"demand above max gets max", 0, 1e6, Answer{Outcome: Granted, Units: 8, TAT: t0 + 8000*us}},
+		{"only three fit: largest that fits", t0 + 17_000*us, 1e6, Answer{Outcome: Granted, Units: 3, TAT: t0 + 20_000*us}},
+		{"exactly one fits", t0 + 19_000*us, 1e6, Answer{Outcome: Granted, Units: 1, TAT: t0 + 20_000*us}},
+		{"one fits 1µs later: exact retry", t0 + 19_001*us, 1e6, Answer{Outcome: Denied, RetryAfter: 1 * us, TAT: t0 + 19_001*us}},
+		{"saturated: retry of one unit", t0 + 20_000*us, 1e6, Answer{Outcome: Denied, RetryAfter: 1000 * us, TAT: t0 + 20_000*us}},
 		{"zero demand asks for nothing", 0, 0, Answer{Outcome: Settled, TAT: 0}},
 	}
 	for _, tt := range tests {
@@ -62,7 +66,7 @@ func TestGrantor_Grant_sizesAndFits(t *testing.T) {
 			g := newTestGrantor(t)
 			got := mustGrant(t, g, tt.tat, t0, ask("p1", tt.demand))
 			if tt.want.Outcome == Granted {
-				tt.want.Grantor, tt.want.Lease, tt.want.TTL = "o", 1, 100_000
+				tt.want.Grantor, tt.want.Lease, tt.want.TTL = "o", 1, 100_000*us
 			}
 			if got != tt.want {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
@@ -95,12 +99,12 @@ func TestGrantor_Grant_busyWhileThePeersLeaseIsUnsettled(t *testing.T) {
 	a := mustGrant(t, g, 0, t0, ask("p1", 40))
 	// The peer's refresh carrying the return was lost: it asks again
 	// holding nothing. The owner cannot know what it spent.
-	b := mustGrant(t, g, a.TAT, t0+10_000, ask("p1", 40))
+	b := mustGrant(t, g, a.TAT, t0+10_000*us, ask("p1", 40))
 	if b.Outcome != Busy {
 		t.Fatalf("got %+v, want busy", b)
 	}
 	// Once the lease has expired the peer may lease again.
-	c := mustGrant(t, g, b.TAT, t0+100_000, ask("p1", 40))
+	c := mustGrant(t, g, b.TAT, t0+100_000*us, ask("p1", 40))
 	if c.Outcome != Granted || g.Stats()["lim"].ExpiredUnits != 4 {
 		t.Fatalf("got %+v with stats %+v, want a grant after the 4 units expired", c, g.Stats())
 	}
@@ -109,10 +113,10 @@ func TestGrantor_Grant_busyWhileThePeersLeaseIsUnsettled(t *testing.T) {
 func TestGrantor_Effective_leasedUnitsDoNotRefill(t *testing.T) {
 	g := newTestGrantor(t)
 	a := mustGrant(t, g, 0, t0, ask("p1", 1e6)) // 8 units, TAT t0+8ms
-	now := t0 + 50_000                          // plain GCRA would be rested
+	now := t0 + 50_000*us                       // plain GCRA would be rested
 	eff := g.Effective("g", "k", a.TAT, now)
-	if eff != now+8000 {
-		t.Fatalf("effective %d, want now + 8 intervals = %d", eff, now+8000)
+	if eff != now+8000*us {
+		t.Fatalf("effective %d, want now + 8 intervals = %d", eff, now+8000*us)
 	}
 	if r, _ := gcra.Decide(eff, now, lim20, 13); r.Allowed {
 		t.Fatal("13 units admitted directly while 8 of the burst of 20 are out on a lease")
@@ -128,13 +132,13 @@ func TestGrantor_Effective_leasedUnitsDoNotRefill(t *testing.T) {
 func TestGrantor_Grant_returnCreditsExactlyTheUnspentUnits(t *testing.T) {
 	g := newTestGrantor(t)
 	a := mustGrant(t, g, 0, t0, ask("p1", 1e6)) // 8 units
-	now := t0 + 50_000
+	now := t0 + 50_000*us
 	req := ask("p1", 0)
 	req.Return = Return{Grantor: "o", Lease: a.Lease, Unspent: 5}
 	b := mustGrant(t, g, a.TAT, now, req)
 	// Floor now + 8 intervals, minus the 5 returned: the 3 spent units
 	// count as admitted at the latest moment they could have been.
-	if b.Outcome != Settled || b.Credited != 5 || b.TAT != now+3000 {
+	if b.Outcome != Settled || b.Credited != 5 || b.TAT != now+3000*us {
 		t.Fatalf("got %+v, want settled, 5 credited, TAT now+3ms", b)
 	}
 	if g.Outstanding("g", "k", now) != 0 || g.Effective("g", "k", b.TAT, now) != b.TAT {
@@ -154,8 +158,8 @@ func TestGrantor_Grant_returnToAnotherLedgerCreditsNothing(t *testing.T) {
 	a := mustGrant(t, g, 0, t0, ask("p1", 40))
 	req := ask("p1", 0)
 	req.Return = Return{Grantor: "old", Lease: a.Lease, Unspent: 4}
-	b := mustGrant(t, g, a.TAT, t0+1000, req)
-	if b.Credited != 0 || b.TAT != a.TAT || g.Outstanding("g", "k", t0+1000) != 4 {
+	b := mustGrant(t, g, a.TAT, t0+1000*us, req)
+	if b.Credited != 0 || b.TAT != a.TAT || g.Outstanding("g", "k", t0+1000*us) != 4 {
 		t.Fatalf("another ledger's return settled a lease: %+v", b)
 	}
 }
@@ -165,7 +169,7 @@ func TestGrantor_Grant_returnAfterExpiryCreditsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		now      int64
 		credited int64
-	}{{t0 + 99_999, 8}, {t0 + 100_000, 0}} {
+	}{{t0 + 99_999*us, 8}, {t0 + 100_000*us, 0}} {
 		g := newTestGrantor(t)
 		a := mustGrant(t, g, 0, t0, ask("p1", 1e6))
 		req := ask("p1", 0)
@@ -180,8 +184,8 @@ func TestGrantor_Grant_returnAfterExpiryCreditsNothing(t *testing.T) {
 func TestGrantor_expiryFoldsTheReservationIntoTheTAT(t *testing.T) {
 	g := newTestGrantor(t)
 	a := mustGrant(t, g, 0, t0, ask("p1", 1e6)) // 8 units, expire t0+100ms
-	e := t0 + 100_000
-	if got := g.Outstanding("g", "k", e-1); got != 8 {
+	e := t0 + 100_000*us
+	if got := g.Outstanding("g", "k", e-1*us); got != 8 {
 		t.Fatalf("outstanding 1µs before expiry %d, want 8", got)
 	}
 	if got := g.Outstanding("g", "k", e); got != 0 {
@@ -189,14 +193,14 @@ func TestGrantor_expiryFoldsTheReservationIntoTheTAT(t *testing.T) {
 	}
 	// 5ms after expiry: the key refilled from e + 8 intervals, not from
 	// its TAT: the 8 units may have been spent just before e.
-	if got := g.Effective("g", "k", a.TAT, e+5000); got != e+8000 {
-		t.Fatalf("effective after expiry %d, want %d", got, e+8000)
+	if got := g.Effective("g", "k", a.TAT, e+5000*us); got != e+8000*us {
+		t.Fatalf("effective after expiry %d, want %d", got, e+8000*us)
 	}
-	floors := g.Sweep(e + 5000)
-	if len(floors) != 1 || floors[0] != (Floor{Group: "g", Key: "k", TAT: e + 8000}) {
+	floors := g.Sweep(e + 5000*us)
+	if len(floors) != 1 || floors[0] != (Floor{Group: "g", Key: "k", TAT: e + 8000*us}) {
 		t.Fatalf("sweep floors %+v", floors)
 	}
-	if g.Stats()["lim"].ExpiredUnits != 8 || len(g.Sweep(e+5000)) != 0 {
+	if g.Stats()["lim"].ExpiredUnits != 8 || len(g.Sweep(e+5000*us)) != 0 {
 		t.Fatalf("stats %+v after a second sweep", g.Stats())
 	}
 }
@@ -207,7 +211,7 @@ func TestGrantor_Grant_graceExtendsTheOwnersReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustGrant(t, g, 0, t0, ask("p1", 40))
-	if g.Outstanding("g", "k", t0+100_999) != 4 || g.Outstanding("g", "k", t0+101_000) != 0 {
+	if g.Outstanding("g", "k", t0+100_999*us) != 4 || g.Outstanding("g", "k", t0+101_000*us) != 0 {
 		t.Fatal("grace of 1ms not applied to the owner's expiry")
 	}
 }
@@ -232,12 +236,12 @@ func TestGrantor_Grant_badInputChangesNothing(t *testing.T) {
 		req := ask("p1", 40)
 		mutate(&req)
 		before := g.Stats()
-		if _, err := g.Grant(a.TAT, t0+1000, req); err == nil {
+		if _, err := g.Grant(a.TAT, t0+1000*us, req); err == nil {
 			t.Errorf("%s: no error", name)
 		} else if !errors.Is(err, ErrInvalidRequest) && !errors.Is(err, gcra.ErrInvalidLimit) && !errors.Is(err, ErrInvalidTerms) {
 			t.Errorf("%s: error %v wraps none of the package's sentinels", name, err)
 		}
-		if !maps.Equal(g.Stats(), before) || g.Outstanding("g", "k", t0+1000) != 4 {
+		if !maps.Equal(g.Stats(), before) || g.Outstanding("g", "k", t0+1000*us) != 4 {
 			t.Errorf("%s: state changed", name)
 		}
 	}
@@ -246,9 +250,9 @@ func TestGrantor_Grant_badInputChangesNothing(t *testing.T) {
 func TestGrantor_Adopt_newOwnerKeepsTheReservation(t *testing.T) {
 	old := newTestGrantor(t)
 	a := mustGrant(t, old, 0, t0, ask("p1", 1e6))
-	now := t0 + 30_000
+	now := t0 + 30_000*us
 	res := old.Reservation("g", "k", now)
-	if res != (Reservation{Units: 8, Until: t0 + 100_000}) {
+	if res != (Reservation{Units: 8, Until: t0 + 100_000*us}) {
 		t.Fatalf("reservation %+v", res)
 	}
 	// The new owner loads the old owner's TAT (as persisted) and adopts.
@@ -257,7 +261,7 @@ func TestGrantor_Adopt_newOwnerKeepsTheReservation(t *testing.T) {
 	if err := g.Adopt("g", "k", lim20.Interval, res, now); err != nil {
 		t.Fatal(err)
 	}
-	for _, at := range []int64{now, t0 + 99_999, t0 + 100_000, t0 + 150_000} {
+	for _, at := range []int64{now, t0 + 99_999*us, t0 + 100_000*us, t0 + 150_000*us} {
 		if got, want := g.Effective("g", "k", tat, at), old.Effective("g", "k", a.TAT, at); got != want {
 			t.Fatalf("at t0+%dus new owner's effective TAT %d, old owner's %d", at-t0, got, want)
 		}

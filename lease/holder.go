@@ -79,7 +79,7 @@ const (
 // Verdict is the answer to a Spend.
 type Verdict struct {
 	Outcome SpendOutcome
-	// RetryAfter, when Refused, is in microseconds and never earlier than
+	// RetryAfter, when Refused, is in nanoseconds and never earlier than
 	// the owner's own answer implied.
 	RetryAfter int64
 }
@@ -96,7 +96,7 @@ type HolderStats struct {
 
 // Holder is a peer's side of leasing: the units it holds per key, its
 // demand per key, and the owners' last denials. All times are the peer's
-// own monotonic microseconds; nothing here is compared with an owner's clock
+// own monotonic nanoseconds; nothing here is compared with an owner's clock
 // except through durations.
 //
 // A Holder does no I/O and reads no clock. It is not safe for concurrent
@@ -178,7 +178,7 @@ func (h *Holder) Demand(key string, now int64) float64 {
 
 func (h *Holder) demand(k *held, now int64) float64 {
 	dt := max(0, now-k.seen)
-	return k.rate * math.Exp2(-float64(dt)/float64(h.cfg.HalfLife.Microseconds()))
+	return k.rate * math.Exp2(-float64(dt)/float64(h.cfg.HalfLife.Nanoseconds()))
 }
 
 // Spend decides one request of cost from leases at now. Every ref's demand
@@ -275,7 +275,7 @@ func (h *Holder) expire(k *held, now int64) {
 
 // NoteDenial remembers the owner's denial of a forwarded request of cost on
 // key, answered at now (when the answer arrived, so never before the owner
-// decided) with retryAfter microseconds. Until one unit would fit, Spend
+// decided) with retryAfter nanoseconds. Until one unit would fit, Spend
 // refuses requests on key locally. The last answer wins: a denial after
 // which one unit already fits clears the memory. Unknown keys are ignored.
 func (h *Holder) NoteDenial(key string, retryAfter, cost, now int64) {

@@ -48,7 +48,7 @@ func lease(t *testing.T, h *Holder, sent, recv int64, units map[string]int64) Re
 	rep := Reply{Owner: "o", Seq: r.Seq, Answers: make([]Answer, len(r.Items))}
 	for i, it := range r.Items {
 		if n := units[it.Key]; n > 0 {
-			rep.Answers[i] = Answer{Outcome: Granted, Units: n, Grantor: "o", Lease: uint64(100 + i), TTL: terms.ttlMicros()}
+			rep.Answers[i] = Answer{Outcome: Granted, Units: n, Grantor: "o", Lease: uint64(100 + i), TTL: terms.ttlNanos()}
 		}
 	}
 	if ok, err := h.Apply(rep, recv); !ok || err != nil {
@@ -70,17 +70,17 @@ func warm(t *testing.T, h *Holder, now int64, keys ...string) {
 func TestHolder_Spend_allOrNothing(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a", "b")
-	lease(t, h, t0, t0+500, map[string]int64{"a": 5, "b": 2})
-	if v := spend(t, h, 3, t0+1000, "a", "b"); v.Outcome != Forward {
+	lease(t, h, t0, t0+500*us, map[string]int64{"a": 5, "b": 2})
+	if v := spend(t, h, 3, t0+1000*us, "a", "b"); v.Outcome != Forward {
 		t.Fatalf("b holds 2 of 3: got %+v, want forward", v)
 	}
-	if h.Units("a", t0+1000) != 5 || h.Units("b", t0+1000) != 2 {
+	if h.Units("a", t0+1000*us) != 5 || h.Units("b", t0+1000*us) != 2 {
 		t.Fatal("a failed composite spend consumed units")
 	}
-	if v := spend(t, h, 2, t0+1000, "a", "b"); v.Outcome != Spent {
+	if v := spend(t, h, 2, t0+1000*us, "a", "b"); v.Outcome != Spent {
 		t.Fatalf("got %+v, want spent", v)
 	}
-	if h.Units("a", t0+1000) != 3 || h.Units("b", t0+1000) != 0 {
+	if h.Units("a", t0+1000*us) != 3 || h.Units("b", t0+1000*us) != 0 {
 		t.Fatal("a composite spend did not charge every key")
 	}
 	// One request on two keys of one limit counts twice.
@@ -93,8 +93,8 @@ func TestHolder_Spend_expiryCountsFromTheSend(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")
 	// Sent at t0, answered 400µs later: the lease ends at t0 + TTL.
-	lease(t, h, t0, t0+400, map[string]int64{"a": 5})
-	end := t0 + terms.ttlMicros()
+	lease(t, h, t0, t0+400*us, map[string]int64{"a": 5})
+	end := t0 + terms.ttlNanos()
 	if v := spend(t, h, 1, end-1, "a"); v.Outcome != Spent {
 		t.Fatalf("1µs before the end: %+v", v)
 	}
@@ -110,29 +110,29 @@ func TestHolder_Spend_refusesFromTheOwnersLastDenial(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a", "b")
 	r, _ := h.Refresh("o", t0)
-	rep := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Denied, RetryAfter: 500}, {Outcome: Granted, Units: 5, Lease: 7, TTL: 100_000}}}
-	if _, err := h.Apply(rep, t0+200); err != nil {
+	rep := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Denied, RetryAfter: 500 * us}, {Outcome: Granted, Units: 5, Lease: 7, TTL: 100_000 * us}}}
+	if _, err := h.Apply(rep, t0+200*us); err != nil {
 		t.Fatal(err)
 	}
-	// Measured from the reply's arrival: one unit fits from t0+700.
+	// Measured from the reply's arrival: one unit fits from t0+700us.
 	tests := []struct {
 		now, cost int64
 		keys      []string
 		want      Verdict
 	}{
-		{t0 + 699, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1}},
-		{t0 + 699, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 + 2*1000}},
-		{t0 + 699, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1}},
-		{t0 + 699, 1, []string{"a", "c"}, Verdict{Outcome: Forward}}, // c unknown to the owner's answer
-		{t0 + 699, 21, []string{"a"}, Verdict{Outcome: Forward}},     // beyond the burst: the owner says so
-		{t0 + 700, 1, []string{"a"}, Verdict{Outcome: Forward}},
+		{t0 + 699*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
+		{t0 + 699*us, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1*us + 2*1000*us}},
+		{t0 + 699*us, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
+		{t0 + 699*us, 1, []string{"a", "c"}, Verdict{Outcome: Forward}}, // c unknown to the owner's answer
+		{t0 + 699*us, 21, []string{"a"}, Verdict{Outcome: Forward}},     // beyond the burst: the owner says so
+		{t0 + 700*us, 1, []string{"a"}, Verdict{Outcome: Forward}},
 	}
 	for _, tt := range tests {
 		if got := spend(t, h, tt.cost, tt.now, tt.keys...); got != tt.want {
 			t.Errorf("at t0+%d cost %d keys %v: got %+v, want %+v", tt.now-t0, tt.cost, tt.keys, got, tt.want)
 		}
 	}
-	if h.Units("b", t0+700) != 5 {
+	if h.Units("b", t0+700*us) != 5 {
 		t.Fatal("a refused composite consumed units")
 	}
 }
@@ -141,17 +141,17 @@ func TestHolder_NoteDenial_convertsTheRetryToOneUnit(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")
 	// The owner denied a forwarded request of cost 3 with 2.5ms: one unit
-	// fits 2ms earlier, at t0 + 500.
-	h.NoteDenial("a", 2500, 3, t0)
-	if v := spend(t, h, 1, t0+499, "a"); v != (Verdict{Outcome: Refused, RetryAfter: 1}) {
+	// fits 2ms earlier, at t0+500us.
+	h.NoteDenial("a", 2500*us, 3, t0)
+	if v := spend(t, h, 1, t0+499*us, "a"); v != (Verdict{Outcome: Refused, RetryAfter: 1 * us}) {
 		t.Fatalf("got %+v", v)
 	}
-	if v := spend(t, h, 1, t0+500, "a"); v.Outcome != Forward {
+	if v := spend(t, h, 1, t0+500*us, "a"); v.Outcome != Forward {
 		t.Fatalf("got %+v", v)
 	}
 	h.NoteDenial("a", 1500, 3, t0) // the last answer: one unit already fits
 	h.NoteDenial("unknown", 1500, 1, t0)
-	if v := spend(t, h, 1, t0+100, "a"); v.Outcome != Forward {
+	if v := spend(t, h, 1, t0+100*us, "a"); v.Outcome != Forward {
 		t.Fatalf("got %+v", v)
 	}
 }
@@ -165,19 +165,19 @@ func TestHolder_Due_refreshesBeforeExpiry(t *testing.T) {
 	if d := h.Due(t0); len(d) != 1 || d[0] != "o" {
 		t.Fatalf("a key with demand and no lease: due %v", d)
 	}
-	lease(t, h, t0, t0+300, map[string]int64{"a": 8})
+	lease(t, h, t0, t0+300*us, map[string]int64{"a": 8})
 	// 40% of 100ms left: due from t0 + 60ms.
-	if d := h.Due(t0 + 59_999); len(d) != 0 {
+	if d := h.Due(t0 + 59_999*us); len(d) != 0 {
 		t.Fatalf("due %v with more than 40%% left", d)
 	}
-	if d := h.Due(t0 + 60_000); len(d) != 1 {
+	if d := h.Due(t0 + 60_000*us); len(d) != 1 {
 		t.Fatal("not due with 40% left")
 	}
 	// Used up while demand remains: due at once.
 	for range 8 {
-		spend(t, h, 1, t0+1000, "a")
+		spend(t, h, 1, t0+1000*us, "a")
 	}
-	if d := h.Due(t0 + 1000); len(d) != 1 {
+	if d := h.Due(t0 + 1000*us); len(d) != 1 {
 		t.Fatal("an exhausted lease with demand is not due")
 	}
 }
@@ -185,36 +185,36 @@ func TestHolder_Due_refreshesBeforeExpiry(t *testing.T) {
 func TestHolder_Refresh_returnsUnspentAndIgnoresStaleReplies(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")
-	first := lease(t, h, t0, t0+300, map[string]int64{"a": 8})
-	spend(t, h, 3, t0+1000, "a")
-	r, ok := h.Refresh("o", t0+2000)
+	first := lease(t, h, t0, t0+300*us, map[string]int64{"a": 8})
+	spend(t, h, 3, t0+1000*us, "a")
+	r, ok := h.Refresh("o", t0+2000*us)
 	if !ok || len(r.Items) != 1 || r.Items[0].Return != (Return{Grantor: "o", Lease: 100, Unspent: 5}) || r.Items[0].Peer != "p1" {
 		t.Fatalf("refresh %+v", r)
 	}
 	if r.Items[0].Demand <= 0 {
 		t.Fatal("refresh carries no demand")
 	}
-	if h.Units("a", t0+2000) != 0 {
+	if h.Units("a", t0+2000*us) != 0 {
 		t.Fatal("returned units are still spendable")
 	}
-	if _, again := h.Refresh("o", t0+2001); again {
+	if _, again := h.Refresh("o", t0+2001*us); again {
 		t.Fatal("a second refresh while one is in flight")
 	}
 	stale := Reply{Owner: "o", Seq: first.Seq, Answers: []Answer{{Outcome: Granted, Units: 8, Lease: 9, TTL: 100_000}}}
-	if ok, err := h.Apply(stale, t0+2100); ok || err != nil || h.Units("a", t0+2100) != 0 {
+	if ok, err := h.Apply(stale, t0+2100*us); ok || err != nil || h.Units("a", t0+2100*us) != 0 {
 		t.Fatal("a stale reply was applied")
 	}
 	h.Abandon("o", r.Seq)
 	late := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Granted, Units: 8, Lease: 9, TTL: 100_000}}}
-	if ok, _ := h.Apply(late, t0+2200); ok || h.Units("a", t0+2200) != 0 {
+	if ok, _ := h.Apply(late, t0+2200*us); ok || h.Units("a", t0+2200*us) != 0 {
 		t.Fatal("a reply to an abandoned refresh was applied")
 	}
 	s := h.Stats()["lim"]
 	if s.ReturnedUnits != 5 || s.LostUnits != 5 || h.IgnoredReplies() != 2 {
 		t.Fatalf("stats %+v", s)
 	}
-	r2, _ := h.Refresh("o", t0+3000)
-	if _, err := h.Apply(Reply{Owner: "o", Seq: r2.Seq}, t0+3100); err == nil {
+	r2, _ := h.Refresh("o", t0+3000*us)
+	if _, err := h.Apply(Reply{Owner: "o", Seq: r2.Seq}, t0+3100*us); err == nil {
 		t.Fatal("a reply with no answers for one item: no error")
 	}
 }
@@ -222,16 +222,16 @@ func TestHolder_Refresh_returnsUnspentAndIgnoresStaleReplies(t *testing.T) {
 func TestHolder_Refresh_quietKeysOnlyReturn(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")
-	lease(t, h, t0, t0+300, map[string]int64{"a": 8})
+	lease(t, h, t0, t0+300*us, map[string]int64{"a": 8})
 	// Ten half-lives later the demand is ~0: the refresh only returns.
-	now := t0 + 10*time.Second.Microseconds()
-	h.keys["a"].expires = now + 1 // keep the lease alive for this test
+	now := t0 + 10*time.Second.Nanoseconds()
+	h.keys["a"].expires = now + 1*us // keep the lease alive for this test
 	r, ok := h.Refresh("o", now)
 	if !ok || r.Items[0].Demand != 0 || r.Items[0].Return.Unspent != 8 {
 		t.Fatalf("refresh %+v", r)
 	}
 	h.Abandon("o", r.Seq)
-	h.Sweep(now + time.Second.Microseconds())
+	h.Sweep(now + time.Second.Nanoseconds())
 	if _, ok := h.keys["a"]; ok {
 		t.Fatal("an idle key holding nothing was not forgotten")
 	}
@@ -246,10 +246,10 @@ func TestHolder_Demand_ewma(t *testing.T) {
 	if got := h.Demand("a", t0); math.Abs(got-want) > 1e-9 {
 		t.Fatalf("demand %v, want %v", got, want)
 	}
-	if got := h.Demand("a", t0+time.Second.Microseconds()); math.Abs(got-want/2) > 1e-9 {
+	if got := h.Demand("a", t0+time.Second.Nanoseconds()); math.Abs(got-want/2) > 1e-9 {
 		t.Fatalf("demand after a half-life %v, want %v", got, want/2)
 	}
-	if got := h.Demand("a", t0-5); math.Abs(got-want) > 1e-9 {
+	if got := h.Demand("a", t0-5*us); math.Abs(got-want) > 1e-9 {
 		t.Fatalf("a clock going backwards changed demand: %v", got)
 	}
 }
@@ -306,7 +306,7 @@ func TestHolder_Spend_doesNotAllocate(t *testing.T) {
 	lease(t, h, t0, t0, map[string]int64{"a": 8, "b": 8})
 	refs := []Ref{ref("a"), ref("b")}
 	allocs := testing.AllocsPerRun(100, func() {
-		if _, err := h.Spend(refs, 1, t0+1); err != nil {
+		if _, err := h.Spend(refs, 1, t0+1*us); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -101,7 +101,7 @@ func (s *sim) newPeer(name string) *simPeer {
 	return &simPeer{h: h, name: name, from: map[string]string{}}
 }
 
-func (s *sim) ttl() int64 { return s.terms.ttlMicros() }
+func (s *sim) ttl() int64 { return s.terms.ttlNanos() }
 
 // decide is the owner deciding keys directly at now; from is the peer that
 // forwarded the request, or nil.

@@ -73,10 +73,10 @@ type Answer struct {
 	Lease   uint64
 	// Units granted; > 0 only when Granted.
 	Units int64
-	// TTL is the grant's lifetime in microseconds, to be measured by the
+	// TTL is the grant's lifetime in nanoseconds, to be measured by the
 	// peer from when it sent the request.
 	TTL int64
-	// RetryAfter, when Denied, is the exact wait in microseconds until one
+	// RetryAfter, when Denied, is the exact wait in nanoseconds until one
 	// unit fits, if nothing else happens.
 	RetryAfter int64
 	// Credited is how many returned units went back to the key.

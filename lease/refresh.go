@@ -21,7 +21,7 @@ func (h *Holder) asks(k *held, now int64) bool {
 func (h *Holder) due(k *held, now int64) bool {
 	if k.lease != 0 && now < k.expires {
 		left := float64(k.expires - now)
-		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlMicros()) || (k.units == 0 && h.wants(k, now))
+		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) || (k.units == 0 && h.wants(k, now))
 	}
 	return h.asks(k, now)
 }
@@ -117,7 +117,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		case Denied:
 			k.deniedUntil = now + a.RetryAfter
 		case Capped, Busy:
-			k.quietUntil = now + int64(h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlMicros()))
+			k.quietUntil = now + int64(h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()))
 		}
 	}
 	return true, nil
@@ -143,7 +143,7 @@ func (h *Holder) lose(p *pending) {
 // Sweep writes off leases that ended at or before now and forgets keys that
 // hold nothing, have no refresh in flight and saw no request for IdleAfter.
 func (h *Holder) Sweep(now int64) {
-	idle := h.cfg.IdleAfter.Microseconds()
+	idle := h.cfg.IdleAfter.Nanoseconds()
 	for key, k := range h.keys {
 		h.expire(k, now)
 		if k.lease == 0 && h.inflight[k.ref.Owner] == nil && now-k.seen >= idle {

@@ -89,7 +89,7 @@ func TestScenario_partitionedPeerSpendsAtTheLastMicrosecond(t *testing.T) {
 	w.refresh(t0, t0)
 	// Cut off, the peer spends nothing until the last microsecond of its
 	// lease, then all of it. The owner, idle meanwhile, then sees a burst.
-	end := t0 + terms.ttlMicros()
+	end := t0 + terms.ttlNanos()
 	if got := w.spend(8, end-1); got != 8 {
 		t.Fatalf("spent %d of 8 before expiry", got)
 	}
@@ -106,10 +106,10 @@ func TestScenario_ownerChangeMidLease(t *testing.T) {
 	w := newWorld(t)
 	w.spend(200, t0)
 	w.refresh(t0, t0)
-	w.spend(2, t0+10_000)
+	w.spend(2, t0+10_000*us)
 	// The key moves at t0+20ms: the old owner persists the effective TAT
 	// and the reservation; the new owner loads and adopts them.
-	at := t0 + 20_000
+	at := t0 + 20_000*us
 	res := w.g.Reservation("g", "k", at)
 	w.tat = w.g.Effective("g", "k", w.tat, at)
 	ng, err := NewGrantor(GrantorConfig{Name: "o2"})
@@ -123,13 +123,13 @@ func TestScenario_ownerChangeMidLease(t *testing.T) {
 	// The peer spends the old owner's units to the end of their lease while
 	// the new owner serves a burst; both stay within the bound.
 	w.direct(30, at)
-	w.spend(6, t0+99_999)
-	w.direct(30, t0+100_000)
-	w.direct(30, t0+150_000)
+	w.spend(6, t0+99_999*us)
+	w.direct(30, t0+100_000*us)
+	w.direct(30, t0+150_000*us)
 	w.check()
 	// Its refresh returns the old units to the new owner: nothing credited.
-	r, _ := w.h.Refresh("o", t0+150_000)
-	a, err := ng.Grant(w.tat, t0+150_000, r.Items[0])
+	r, _ := w.h.Refresh("o", t0+150_000*us)
+	a, err := ng.Grant(w.tat, t0+150_000*us, r.Items[0])
 	if err != nil || a.Credited != 0 {
 		t.Fatalf("new owner credited another ledger's lease: %+v %v", a, err)
 	}
@@ -142,7 +142,7 @@ func TestScenario_returnAfterLateSpends(t *testing.T) {
 	// Idle until 50ms, the peer spends 3 of its 8 and returns the other 5
 	// in the same instant; the owner then serves a burst. The 3 count as
 	// admitted at 50ms, so the owner may admit 17, not 20.
-	now := t0 + 50_000
+	now := t0 + 50_000*us
 	w.spend(3, now)
 	w.refresh(now, now)
 	if got := w.direct(30, now); got != 17-int(w.h.Units("k", now)) {

@@ -48,8 +48,8 @@ func (t Terms) Validate() error {
 	return nil
 }
 
-// ttlMicros is the TTL in whole microseconds.
-func (t Terms) ttlMicros() int64 { return t.TTL.Microseconds() }
+// ttlNanos is the TTL in nanoseconds, the time base of package gcra.
+func (t Terms) ttlNanos() int64 { return t.TTL.Nanoseconds() }
 
 // CheckLeasable reports whether a limit with these terms may be leased in a
 // cluster of nodes nodes. It returns nil when it may, and otherwise an error

@@ -69,7 +69,7 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 	}
-	now := l.now().UnixMicro()
+	now := l.now().UnixNano()
 	out := make([]Decision, len(rs))
 	errs := make([]error, len(rs))
 	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], rs[i].Cost, now, true) }

@@ -2,4 +2,18 @@
 // descriptors against the active policy into limit keys, decides them
 // atomically with GCRA through a Store (in memory, or Redis), and reports a
 // Decision with one entry per matched limit.
+//
+// One request charges each distinct key once. A composite decision asks
+// whether every one of a set of limits admits the request; naming the same
+// limit key twice asks the same question twice and must not double the
+// request's cost. Resolve never yields a key twice (a limit's name is part
+// of its key); DecideMatches drops repeated keys before deciding, so the
+// memory store and Redis (whose script refuses a repeated key) agree.
+// Envoy RLS is different by protocol: each descriptor of a
+// ShouldRateLimit call is its own check (envoyrls decides them one by one,
+// as envoyproxy/ratelimit does), so two identical descriptors in one call
+// are charged twice.
+//
+// Time: the limiter stamps each request once in Unix nanoseconds (gcra's
+// time base) and reports durations as time.Duration.
 package limiter

@@ -107,7 +107,7 @@ func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, c
 	}
 	for n, i := range local {
 		ld := describe(ms[i], out[n])
-		ld.Burst, ld.Window = limits[n].Burst, micros(limits[n].Span())
+		ld.Burst, ld.Window = limits[n].Burst, nanos(limits[n].Span())
 		d.Limits[i] = ld
 	}
 	return agg

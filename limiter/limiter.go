@@ -22,7 +22,7 @@ type StoreRequest struct {
 	Keys   []string
 	Limits []gcra.Limit
 	Cost   int64
-	// Now is the receiving node's stamp in microseconds. It travels with
+	// Now is the receiving node's stamp in Unix nanoseconds. It travels with
 	// forwarded work; a store with its own time base (Redis TIME) may use
 	// that instead.
 	Now int64
@@ -170,7 +170,7 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, p, matches, r.Cost, l.now().UnixMicro(), false)
+	return l.decide(ctx, p, matches, r.Cost, l.now().UnixNano(), false)
 }
 
 // decide decides one validated, resolved request stamped at now. With
@@ -220,7 +220,7 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 			agg = l.fallback(ctx, ms, enforced, cost, now, d, unavailable.Reason)
 		}
 		d.Allowed, d.TooCostly = agg.Allowed, agg.TooCostly
-		d.RetryAfter, d.ResetAfter, d.Remaining = micros(agg.RetryAfter), micros(agg.ResetAfter), agg.Remaining
+		d.RetryAfter, d.ResetAfter, d.Remaining = nanos(agg.RetryAfter), nanos(agg.ResetAfter), agg.Remaining
 	}
 	if !d.Allowed {
 		// Not evaluated: a refused request never reaches a shadow limit,
@@ -311,11 +311,12 @@ func describe(m policy.Match, r gcra.Result) LimitDecision {
 		Allowed:    r.Allowed,
 		TooCostly:  r.TooCostly,
 		Remaining:  r.Remaining,
-		RetryAfter: micros(r.RetryAfter),
-		ResetAfter: micros(r.ResetAfter),
+		RetryAfter: nanos(r.RetryAfter),
+		ResetAfter: nanos(r.ResetAfter),
 		Burst:      m.Params.Burst,
-		Window:     micros(m.Params.Span()),
+		Window:     nanos(m.Params.Span()),
 	}
 }
 
-func micros(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+// nanos turns a gcra duration (nanoseconds) into a time.Duration.
+func nanos(ns int64) time.Duration { return time.Duration(ns) }

@@ -84,18 +84,18 @@ func (l *Limiter) record(ms []policy.Match, d *Decision, now int64) {
 
 // deniedLog writes denied keys to the log at most once per interval, with
 // a count of what it held back, so that a flood of denials costs one line.
-// It measures the interval on the requests' own time stamps (microseconds),
+// It measures the interval on the requests' own time stamps (nanoseconds),
 // so a denial costs no clock read, and takes no lock: the denial that moves
 // last forward by compare-and-swap writes the line.
 type deniedLog struct {
 	logger     *slog.Logger
-	interval   int64        // microseconds; 0 disables the log
+	interval   int64        // nanoseconds; 0 disables the log
 	last       atomic.Int64 // stamp of the last line written
 	suppressed atomic.Int64 // denials held back since then
 }
 
 func newDeniedLog(logger *slog.Logger, interval time.Duration) *deniedLog {
-	return &deniedLog{logger: logger, interval: interval.Microseconds()}
+	return &deniedLog{logger: logger, interval: interval.Nanoseconds()}
 }
 
 // note records a denial of key by limit in a request stamped now.

@@ -11,8 +11,8 @@ import (
 func TestDeniedLog_note_oncePerIntervalOnRequestStamps(t *testing.T) {
 	var buf bytes.Buffer
 	d := newDeniedLog(slog.New(slog.NewTextHandler(&buf, nil)), time.Second)
-	const t0 = 1_700_000_000_000_000
-	for _, at := range []int64{t0, t0 + 1, t0 + 999_999, t0 + 1_000_000, t0 + 1_000_001} {
+	const t0 = 1_700_000_000_000_000_000 // nanoseconds
+	for _, at := range []int64{t0, t0 + 1, t0 + 999_999_999, t0 + 1_000_000_000, t0 + 1_000_000_001} {
 		d.note(at, "k", "per-user", resultDenied)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")

@@ -119,7 +119,7 @@ func TestLimiter_fallbackAdmissionsAreReportedAsDebt(t *testing.T) {
 	if len(s.debts) != 6 {
 		t.Fatalf("%d debts recorded, want 6 (5 local admissions and 1 open; no denial, closed or strict): %+v", len(s.debts), s.debts)
 	}
-	want := recordedDebt{"a", []string{"weir:{a}:shared:a:1"}, []gcra.Limit{{Interval: 100_000, Burst: 5}}, 1}
+	want := recordedDebt{"a", []string{"weir:{a}:shared:a:1"}, []gcra.Limit{{Interval: 100_000_000, Burst: 5}}, 1}
 	if got := s.debts[0]; got.group != want.group || !slices.Equal(got.keys, want.keys) || !slices.Equal(got.limits, want.limits) || got.cost != 1 {
 		t.Errorf("debt = %+v, want %+v (the key's own limit, not its fallback)", got, want)
 	}

@@ -8,10 +8,13 @@ import (
 	"github.com/weirhq/weir/gcra"
 )
 
+// ms is one millisecond on the store's time base (nanoseconds).
+const ms = int64(1_000_000)
+
 func decideOne(t *testing.T, s *Store, key string, now int64) error {
 	t.Helper()
 	out := make([]gcra.Result, 1)
-	_, err := s.Decide(t.Context(), "g", []string{key}, []gcra.Limit{{Interval: 1000, Burst: 1}}, 1, now, out)
+	_, err := s.Decide(t.Context(), "g", []string{key}, []gcra.Limit{{Interval: ms, Burst: 1}}, 1, now, out)
 	return err
 }
 
@@ -24,23 +27,23 @@ func TestStore_MaxKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every key is live until 1000: a fourth is refused.
-	if err := decideOne(t, s, "k3", 500); !errors.Is(err, ErrFull) {
-		t.Fatalf("fourth key at 500: %v, want ErrFull", err)
+	// Every key is live until 1ms: a fourth is refused.
+	if err := decideOne(t, s, "k3", ms/2); !errors.Is(err, ErrFull) {
+		t.Fatalf("fourth key at 0.5ms: %v, want ErrFull", err)
 	}
 	if s.Len() != 3 || s.Has("g", "k3") || s.Refused() != 1 {
 		t.Fatalf("len %d, has k3 %v, refused %d", s.Len(), s.Has("g", "k3"), s.Refused())
 	}
 	// A held key is still decided when full.
-	if err := decideOne(t, s, "k0", 600); err != nil {
+	if err := decideOne(t, s, "k0", 6*ms/10); err != nil {
 		t.Fatalf("held key when full: %v", err)
 	}
 	// Within a millisecond of the last scan, the shard is not scanned again.
-	if err := decideOne(t, s, "k3", 1200); !errors.Is(err, ErrFull) {
+	if err := decideOne(t, s, "k3", 12*ms/10); !errors.Is(err, ErrFull) {
 		t.Fatalf("rescan within 1ms: %v, want ErrFull", err)
 	}
 	// Later the keys have rested: they are evicted for the new one.
-	if err := decideOne(t, s, "k3", 1600); err != nil {
+	if err := decideOne(t, s, "k3", 16*ms/10); err != nil {
 		t.Fatalf("after the keys rested: %v", err)
 	}
 	if s.Len() != 1 || s.Evicted() != 3 {
@@ -48,11 +51,11 @@ func TestStore_MaxKeys(t *testing.T) {
 	}
 	// The count follows Sweep and DeleteFunc.
 	for i := range 2 {
-		if err := decideOne(t, s, fmt.Sprint("x", i), 1600); err != nil {
+		if err := decideOne(t, s, fmt.Sprint("x", i), 16*ms/10); err != nil {
 			t.Fatal(err)
 		}
 	}
-	s.Sweep(5000)
+	s.Sweep(5 * ms)
 	s.Put("g", "p", 0)
 	s.DeleteFunc(func(string) bool { return true })
 	if got := s.keys.Load(); got != 0 {
@@ -62,12 +65,12 @@ func TestStore_MaxKeys(t *testing.T) {
 
 func TestStore_Room(t *testing.T) {
 	s := New(Config{Shards: 1, MaxKeys: 2})
-	s.Put("g", "a", 2000)
-	s.Put("g", "b", 500)
-	if s.Room("g", 1, 100) {
+	s.Put("g", "a", 2*ms)
+	s.Put("g", "b", ms/2)
+	if s.Room("g", 1, ms/10) {
 		t.Fatal("room for a third key while both are live")
 	}
-	if !s.Room("g", 1, 1500) || s.Has("g", "b") || !s.Has("g", "a") {
+	if !s.Room("g", 1, 15*ms/10) || s.Has("g", "b") || !s.Has("g", "a") {
 		t.Fatal("the rested key b was not evicted, or the live key a was")
 	}
 	if !New(DefaultConfig()).Room("g", 1<<20, 0) {

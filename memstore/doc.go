@@ -18,6 +18,7 @@
 //	...
 //	removed := s.Sweep(now) // periodically, from one goroutine
 //
-// The caller supplies time (microseconds) on every call; the store reads no
+// The caller supplies time (Unix nanoseconds, gcra's time base) on every
+// call, and TATs are on the same base; the store reads no
 // clock. All methods are safe for concurrent use.
 package memstore

@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/weirhq/weir/gcra"
 )
@@ -182,7 +183,7 @@ func (s *Store) makeRoomLocked(sh *shard, n int, now int64) bool {
 	if s.maxKeys == 0 || s.keys.Load()+int64(n) <= s.maxKeys {
 		return true
 	}
-	if sh.lastScan != 0 && now >= sh.lastScan && now-sh.lastScan < 1000 {
+	if sh.lastScan != 0 && now >= sh.lastScan && now-sh.lastScan < int64(time.Millisecond) {
 		return false // scanned within the last millisecond: a flood of new keys scans once per ms
 	}
 	sh.lastScan = now

@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -177,5 +178,27 @@ func TestStore_HasPutDeleteFunc(t *testing.T) {
 	}
 	if s.Has("g", "a") || s.Get("h", "b") != 7 {
 		t.Fatal("DeleteFunc removed the wrong keys")
+	}
+}
+
+// Near the top of the int64 range (a forged or corrupt now, a corrupt
+// TAT) a key still fills and then denies: its TAT never wraps into a
+// negative one that would make it admit everything.
+func TestStore_topOfInt64NeverWraps(t *testing.T) {
+	s := New(DefaultConfig())
+	out := make([]gcra.Result, 1)
+	lim := []gcra.Limit{{Interval: 1_000_000, Burst: 5}}
+	for i := range 7 {
+		agg, err := s.Decide(t.Context(), "g", []string{"k"}, lim, 1, math.MaxInt64-1, out)
+		if err != nil || agg.Allowed != (i < 5) {
+			t.Fatalf("decision %d: %+v, %v; want 5 admitted, then denials", i, agg, err)
+		}
+		if tat := s.Get("g", "k"); tat <= 0 {
+			t.Fatalf("decision %d: TAT wrapped to %d", i, tat)
+		}
+	}
+	s.Put("g", "j", math.MaxInt64)
+	if agg, _ := s.Decide(t.Context(), "g", []string{"j"}, lim, 1, 1_800_000_000_000_000_000, out); agg.Allowed || agg.RetryAfter <= 0 {
+		t.Fatalf("a TAT of MaxInt64: %+v, want a denial with a positive wait", agg)
 	}
 }

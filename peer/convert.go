@@ -2,6 +2,7 @@ package peer
 
 import (
 	"fmt"
+	"time"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	"github.com/weirhq/weir/gcra"
@@ -9,18 +10,27 @@ import (
 
 // Conversions between the Go types and their wire form. They are total: any
 // message converts, and validating the values is the Handler's job.
+//
+// Times are nanoseconds in Go. The wire carries them twice, in nanoseconds
+// and in the microseconds older peers read (see peer.proto): senders fill
+// both, receivers prefer nanoseconds and fall back to microseconds * 1000
+// when a peer too old to send nanoseconds left them zero.
+
+// usToNs reads a microsecond wire value from an older peer.
+func usToNs(us int64) int64 { return us * int64(time.Microsecond) }
 
 func itemToProto(it Item) *peerv1.Item {
 	limits := make([]*peerv1.Limit, len(it.Limits))
 	for i, l := range it.Limits {
-		limits[i] = &peerv1.Limit{IntervalUs: l.Interval, Burst: l.Burst}
+		limits[i] = &peerv1.Limit{IntervalNs: l.Interval, IntervalUs: gcra.CeilMicros(l.Interval), Burst: l.Burst}
 	}
 	return &peerv1.Item{
 		Group:  it.Group,
 		Keys:   it.Keys,
 		Limits: limits,
 		Cost:   it.Cost,
-		NowUs:  it.Now,
+		NowNs:  it.Now,
+		NowUs:  it.Now / int64(time.Microsecond),
 		Strict: it.Strict,
 		Debt:   it.Debt,
 	}
@@ -29,14 +39,22 @@ func itemToProto(it Item) *peerv1.Item {
 func itemFromProto(p *peerv1.Item) Item {
 	limits := make([]gcra.Limit, len(p.GetLimits()))
 	for i, l := range p.GetLimits() {
-		limits[i] = gcra.Limit{Interval: l.GetIntervalUs(), Burst: l.GetBurst()}
+		iv := l.GetIntervalNs()
+		if iv == 0 {
+			iv = usToNs(l.GetIntervalUs())
+		}
+		limits[i] = gcra.Limit{Interval: iv, Burst: l.GetBurst()}
+	}
+	now := p.GetNowNs()
+	if now == 0 {
+		now = usToNs(p.GetNowUs())
 	}
 	return Item{
 		Group:  p.GetGroup(),
 		Keys:   p.GetKeys(),
 		Limits: limits,
 		Cost:   p.GetCost(),
-		Now:    p.GetNowUs(),
+		Now:    now,
 		Strict: p.GetStrict(),
 		Debt:   p.GetDebt(),
 	}
@@ -46,22 +64,32 @@ func gcraToProto(r gcra.Result) *peerv1.Result {
 	return &peerv1.Result{
 		Allowed:      r.Allowed,
 		TooCostly:    r.TooCostly,
-		Tat:          r.TAT,
-		RetryAfterUs: r.RetryAfter,
 		Remaining:    r.Remaining,
-		ResetAfterUs: r.ResetAfter,
+		TatNs:        r.TAT,
+		RetryAfterNs: r.RetryAfter,
+		ResetAfterNs: r.ResetAfter,
+		Tat:          r.TAT / int64(time.Microsecond),
+		RetryAfterUs: gcra.CeilMicros(r.RetryAfter),
+		ResetAfterUs: gcra.CeilMicros(r.ResetAfter),
 	}
 }
 
 func gcraFromProto(p *peerv1.Result) gcra.Result {
-	return gcra.Result{
+	r := gcra.Result{
 		Allowed:    p.GetAllowed(),
 		TooCostly:  p.GetTooCostly(),
-		TAT:        p.GetTat(),
-		RetryAfter: p.GetRetryAfterUs(),
 		Remaining:  p.GetRemaining(),
-		ResetAfter: p.GetResetAfterUs(),
+		TAT:        p.GetTatNs(),
+		RetryAfter: p.GetRetryAfterNs(),
+		ResetAfter: p.GetResetAfterNs(),
 	}
+	// An older owner sends microseconds only. A newer one leaves tat_ns
+	// zero only for a zero TAT, and then sends tat 0 too. (An older owner's
+	// zero TAT comes with zero waits: a rested key.)
+	if r.TAT == 0 && p.GetTat() != 0 {
+		r.TAT, r.RetryAfter, r.ResetAfter = usToNs(p.GetTat()), usToNs(p.GetRetryAfterUs()), usToNs(p.GetResetAfterUs())
+	}
+	return r
 }
 
 // resultToProto encodes r. A NotOwner or Err answer carries no results.

@@ -104,3 +104,36 @@ func TestConvert_itemRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestConvert_mixedVersions: an older peer sends and reads microseconds
+// only. A newer node reads them as nanoseconds*1000, and sends older peers
+// microseconds they read as before: intervals rounded up (never a faster
+// rate), now and TAT rounded down, waits rounded up.
+func TestConvert_mixedVersions(t *testing.T) {
+	old := &peerv1.Item{Group: "g", Keys: []string{"k"}, Cost: 1, NowUs: 1_700_000_000_000_000,
+		Limits: []*peerv1.Limit{{IntervalUs: 333_334, Burst: 3}}}
+	it := itemFromProto(wire(t, old, &peerv1.Item{}))
+	if it.Now != 1_700_000_000_000_000_000 || it.Limits[0] != (gcra.Limit{Interval: 333_334_000, Burst: 3}) {
+		t.Fatalf("item from an older sender: %+v", it)
+	}
+	it = Item{Group: "g", Keys: []string{"k"}, Cost: 1, Now: 1_700_000_000_000_000_999,
+		Limits: []gcra.Limit{{Interval: 1001, Burst: 3}}}
+	p := wire(t, itemToProto(it), &peerv1.Item{})
+	if p.GetNowUs() != 1_700_000_000_000_000 || p.GetLimits()[0].GetIntervalUs() != 2 {
+		t.Fatalf("microseconds for an older owner: now %d interval %d", p.GetNowUs(), p.GetLimits()[0].GetIntervalUs())
+	}
+	if got := itemFromProto(p); !reflect.DeepEqual(got, it) {
+		t.Fatalf("round trip %+v gave %+v", it, got)
+	}
+
+	oldRes := &peerv1.Result{Tat: 1_700_000_000_250_000, RetryAfterUs: 150_000, ResetAfterUs: 250_000}
+	if got := gcraFromProto(wire(t, oldRes, &peerv1.Result{})); got.TAT != 1_700_000_000_250_000_000 ||
+		got.RetryAfter != 150_000_000 || got.ResetAfter != 250_000_000 {
+		t.Fatalf("result from an older owner: %+v", got)
+	}
+	r := gcra.Result{TAT: 1_700_000_000_250_000_500, RetryAfter: 1, ResetAfter: 1001}
+	pr := gcraToProto(r)
+	if pr.GetTat() != 1_700_000_000_250_000 || pr.GetRetryAfterUs() != 1 || pr.GetResetAfterUs() != 2 {
+		t.Fatalf("microseconds for an older sender: %+v", pr)
+	}
+}

@@ -39,7 +39,7 @@ type Item struct {
 	Limits []gcra.Limit
 	// Cost is the number of units the request costs.
 	Cost int64
-	// Now is the time in microseconds the receiving node stamped on the
+	// Now is the time in Unix nanoseconds the receiving node stamped on the
 	// request; the owner decides at this time.
 	Now int64
 	// Strict asks the owner to decide through Redis rather than in memory.

@@ -101,7 +101,8 @@ type PolicySource interface {
 // ReasonRefused, nothing decided, counted in
 // weir_peer_items_refused_total by reason) when:
 //   - shape: it has no keys, more than MaxKeys, keys and limits that do
-//     not pair up, a key longer than MaxKeyBytes or not UTF-8, or a cost
+//     not pair up, a key longer than MaxKeyBytes or not UTF-8, a key
+//     repeated in the item, or a cost
 //     outside [1, limiter.MaxCost];
 //   - skew: its Now is more than MaxSkew from the owner's clock;
 //   - group: a key's hash tag is not the item's group;
@@ -125,7 +126,7 @@ type Validator struct {
 var _ Handler = (*Validator)(nil)
 
 // NewValidator returns a Validator in front of next. now is the owner's
-// time base in microseconds (the clock its own requests are stamped with).
+// time base in Unix nanoseconds (the clock its own requests are stamped with).
 // A nil reg registers nothing.
 func NewValidator(cfg ValidatorConfig, next Handler, policies PolicySource, now func() int64, reg prometheus.Registerer) (*Validator, error) {
 	if err := cfg.Validate(); err != nil {
@@ -192,8 +193,8 @@ func (v *Validator) check(it *Item, now int64, p *policy.Policy) (Item, string, 
 	if err := v.checkShape(it); err != nil {
 		return Item{}, "shape", err
 	}
-	if skew := it.Now - now; skew > v.cfg.MaxSkew.Microseconds() || skew < -v.cfg.MaxSkew.Microseconds() {
-		return Item{}, "skew", fmt.Errorf("now %dus is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
+	if skew := it.Now - now; skew > v.cfg.MaxSkew.Nanoseconds() || skew < -v.cfg.MaxSkew.Nanoseconds() {
+		return Item{}, "skew", fmt.Errorf("now %dns is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
 	}
 	tag := policy.GroupTag(it.Group)
 	out, cloned := *it, false
@@ -231,6 +232,11 @@ func (v *Validator) checkShape(it *Item) error {
 		if len(key) > v.cfg.MaxKeyBytes || !utf8.ValidString(key) {
 			return fmt.Errorf("key %d is %d bytes (at most %d) or not UTF-8", i, len(key), v.cfg.MaxKeyBytes)
 		}
+		// A sender's limiter charges a repeated key once and never forwards
+		// it twice; Redis would refuse it and memory would charge it once.
+		if slices.Contains(it.Keys[:i], key) {
+			return fmt.Errorf("key %d repeats an earlier key", i)
+		}
 	}
 	return nil
 }
@@ -259,5 +265,5 @@ func (v *Validator) params(p *policy.Policy, key string, sent gcra.Limit) (gcra.
 
 // skewString says how far a is from b, without overflowing.
 func skewString(a, b int64) string {
-	return fmt.Sprintf("%.3gs", (float64(a)-float64(b))/1e6)
+	return fmt.Sprintf("%.3gs", (float64(a)-float64(b))/1e9)
 }

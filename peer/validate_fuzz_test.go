@@ -61,8 +61,8 @@ func FuzzValidator(f *testing.F) {
 		for _, it := range h.items {
 			skew := it.Now - now
 			switch {
-			case skew > DefaultMaxSkew.Microseconds() || skew < -DefaultMaxSkew.Microseconds():
-				t.Fatalf("now %d passed, %dus off", it.Now, skew)
+			case skew > DefaultMaxSkew.Nanoseconds() || skew < -DefaultMaxSkew.Nanoseconds():
+				t.Fatalf("now %d passed, %dns off", it.Now, skew)
 			case it.Cost < 1 || it.Cost > limiter.MaxCost:
 				t.Fatalf("cost %d passed", it.Cost)
 			case len(it.Keys) == 0 || len(it.Keys) != len(it.Limits):

@@ -44,7 +44,7 @@ type validatorFixture struct {
 
 func newValidatorFixture(t *testing.T) *validatorFixture {
 	t.Helper()
-	f := &validatorFixture{mem: memstore.New(memstore.DefaultConfig()), reg: prometheus.NewRegistry(), now: 1_700_000_000_000_000}
+	f := &validatorFixture{mem: memstore.New(memstore.DefaultConfig()), reg: prometheus.NewRegistry(), now: 1_700_000_000_000_000_000}
 	v, err := NewValidator(DefaultValidatorConfig(), memHandler{f.mem}, staticPolicy{policy.Builtin()}, func() int64 { return f.now }, f.reg)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func newValidatorFixture(t *testing.T) *validatorFixture {
 func (f *validatorFixture) userItem() Item {
 	return Item{
 		Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:u1"},
-		Limits: []gcra.Limit{{Interval: 200_000, Burst: 3}}, Cost: 1, Now: f.now,
+		Limits: []gcra.Limit{{Interval: 200_000_000, Burst: 3}}, Cost: 1, Now: f.now,
 	}
 }
 
@@ -74,17 +74,20 @@ func TestValidator_refusesForgedItems(t *testing.T) {
 	}
 	const key, unknownKey = "weir:{t1}:per-user:t1:u1", "weir:{t1}:not-in-policy:t1"
 	before := f.mem.Get("t1", key)
-	if before != f.now+200_000 {
-		t.Fatalf("TAT after one request = %d, want %d", before, f.now+200_000)
+	if before != f.now+200_000_000 {
+		t.Fatalf("TAT after one request = %d, want %d", before, f.now+200_000_000)
 	}
-	year := int64(365 * 24 * time.Hour / time.Microsecond)
+	year := int64(365 * 24 * time.Hour)
 	for name, mutate := range map[string]func(*Item){
 		"now 10 years ahead": func(it *Item) { it.Now += 10 * year },
 		"now near int64 max": func(it *Item) { it.Now = math.MaxInt64 - 5 },
 		"now far behind":     func(it *Item) { it.Now = 1 },
-		"now 3 s ahead":      func(it *Item) { it.Now += 3_000_000 },
+		"now 3 s ahead":      func(it *Item) { it.Now += int64(3 * time.Second) },
 		"huge interval, limit unknown to the owner": func(it *Item) {
 			it.Keys[0], it.Limits[0].Interval = unknownKey, 1<<50
+		},
+		"span beyond policy.MaxSpan, limit unknown to the owner": func(it *Item) {
+			it.Keys[0], it.Limits[0] = unknownKey, gcra.Limit{Interval: policy.MaxInterval, Burst: 1000}
 		},
 		"zero interval, limit unknown to the owner": func(it *Item) {
 			it.Keys[0], it.Limits[0].Interval = unknownKey, 0
@@ -93,6 +96,9 @@ func TestValidator_refusesForgedItems(t *testing.T) {
 		"huge cost":           func(it *Item) { it.Cost = 1 << 40 },
 		"no keys":             func(it *Item) { it.Keys, it.Limits = nil, nil },
 		"keys without limits": func(it *Item) { it.Limits = nil },
+		"repeated key": func(it *Item) {
+			it.Keys, it.Limits = []string{it.Keys[0], it.Keys[0]}, []gcra.Limit{it.Limits[0], it.Limits[0]}
+		},
 		"key of another group": func(it *Item) {
 			it.Group = "t2" // routed as t2, but the key is t1's
 		},
@@ -129,7 +135,7 @@ func TestValidator_decidesWithOwnerParams(t *testing.T) {
 	it := f.userItem()
 	it.Limits = []gcra.Limit{{Interval: 1 << 50, Burst: 1}}
 	res, err := f.c.Decide(t.Context(), f.adr, it)
-	if err != nil || res.Err != nil || !res.Overall.Allowed || res.Results[0].TAT != f.now+200_000 {
+	if err != nil || res.Err != nil || !res.Overall.Allowed || res.Results[0].TAT != f.now+200_000_000 {
 		t.Fatalf("huge interval: %+v, %v; want a decision with the owner's 200ms interval", res, err)
 	}
 	it.Limits = []gcra.Limit{{Interval: 1, Burst: 1000}}
@@ -161,7 +167,7 @@ func TestValidator_mixedBatchInOrder(t *testing.T) {
 	}
 	good := Item{Group: "t1", Keys: []string{"weir:{t1}:per-tenant:t1"}, Limits: []gcra.Limit{{Interval: 10_000, Burst: 50}}, Cost: 1, Now: now}
 	bad := good
-	bad.Now = now + int64(time.Hour/time.Microsecond)
+	bad.Now = now + int64(time.Hour)
 	rs := v.HandleDecide(t.Context(), "x", []Item{bad, good, bad})
 	if len(rs) != 3 || !errors.Is(rs[0].Err, ErrRefused) || rs[1].Err != nil || !rs[1].Overall.Allowed || !errors.Is(rs[2].Err, ErrRefused) {
 		t.Fatalf("results %+v", rs)

@@ -171,6 +171,9 @@ func rateAndBurst(c *checker, at, rateField, burstField, rs string, burst int64)
 		return r, gcra.Limit{}
 	}
 	l, err := r.Limit(burst)
+	if err == nil {
+		err = CheckParams(l)
+	}
 	if err != nil {
 		c.addf(at, "%s %s with %s %d: %v", rateField, r, burstField, burst, err)
 	}

@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/weirhq/weir/policy"
 )
@@ -35,13 +36,13 @@ limits:
 		return
 	}
 	for _, m := range matches {
-		fmt.Printf("%s interval=%dus burst=%d shadow=%v\n", m.Key, m.Params.Interval, m.Params.Burst, m.Shadow)
+		fmt.Printf("%s interval=%s burst=%d shadow=%v\n", m.Key, time.Duration(m.Params.Interval), m.Params.Burst, m.Shadow)
 	}
 	_, err = p.Resolve(map[string]string{"tenant": "acme", "colour": "blue"}, nil)
 	fmt.Println(err)
 	// Output:
-	// weir:{acme}:per-user:acme:u%3A7 interval=20000us burst=20 shadow=false
-	// weir:{acme}:per-tenant:acme interval=10000us burst=50 shadow=true
+	// weir:{acme}:per-user:acme:u%3A7 interval=20ms burst=20 shadow=false
+	// weir:{acme}:per-tenant:acme interval=10ms burst=50 shadow=true
 	// policy: unknown descriptor "colour"
 }
 

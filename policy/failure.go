@@ -18,7 +18,7 @@ func (m Match) FallbackLimit(members int) gcra.Limit {
 // divided by members (the interval multiplied) and the burst divided by
 // members, rounded up so that every node keeps at least one unit. members
 // below 1 counts as 1, which returns l itself. The N shares together admit
-// at most B + N - 1 units at once and N/(N*T) = 1/T per microsecond, so a
+// at most B + N - 1 units at once and N/(N*T) = 1/T per nanosecond, so a
 // fault in which every node falls back costs at most about one more limit.
 // A share whose span would exceed gcra.MaxSpan keeps the largest interval
 // that fits (a slightly faster share, only for limits spanning years).

@@ -19,7 +19,7 @@ limits:
 			t.Errorf("%s: on_failure %s, shared %v, fallback %+v; want local with the derived share", name, l.OnFailure, l.SharedFallback, l.Fallback)
 		}
 	}
-	if l := p.Limit("given"); l.SharedFallback || l.Fallback != (gcra.Limit{Interval: 1_000_000, Burst: 2}) {
+	if l := p.Limit("given"); l.SharedFallback || l.Fallback != (gcra.Limit{Interval: 1_000_000_000, Burst: 2}) {
 		t.Errorf("given: shared %v, fallback %+v", l.SharedFallback, l.Fallback)
 	}
 	if l := p.Limit("written-open"); l.OnFailure != FailOpen || l.SharedFallback {
@@ -29,16 +29,16 @@ limits:
 	if err != nil || len(ms) != 2 {
 		t.Fatalf("Resolve = %v, %v", ms, err)
 	}
-	if got, want := ms[0].FallbackLimit(3), (gcra.Limit{Interval: 300_000, Burst: 2}); got != want {
+	if got, want := ms[0].FallbackLimit(3), (gcra.Limit{Interval: 300_000_000, Burst: 2}); got != want {
 		t.Errorf("implicit share of 3 nodes = %+v, want %+v", got, want)
 	}
-	if got, want := ms[1].FallbackLimit(3), (gcra.Limit{Interval: 1_000_000, Burst: 2}); got != want {
+	if got, want := ms[1].FallbackLimit(3), (gcra.Limit{Interval: 1_000_000_000, Burst: 2}); got != want {
 		t.Errorf("given fallback = %+v, want %+v (members must not change it)", got, want)
 	}
 }
 
 func TestSharedLimit(t *testing.T) {
-	l := gcra.Limit{Interval: 10_000, Burst: 5}
+	l := gcra.Limit{Interval: 10_000_000, Burst: 5}
 	for _, c := range []struct {
 		members int
 		want    gcra.Limit
@@ -46,10 +46,10 @@ func TestSharedLimit(t *testing.T) {
 		{-1, l},
 		{0, l},
 		{1, l},
-		{2, gcra.Limit{Interval: 20_000, Burst: 3}},   // burst 5/2 rounds up
-		{5, gcra.Limit{Interval: 50_000, Burst: 1}},   // exact
-		{7, gcra.Limit{Interval: 70_000, Burst: 1}},   // never below one unit
-		{10, gcra.Limit{Interval: 100_000, Burst: 1}}, // more nodes than burst
+		{2, gcra.Limit{Interval: 20_000_000, Burst: 3}},   // burst 5/2 rounds up
+		{5, gcra.Limit{Interval: 50_000_000, Burst: 1}},   // exact
+		{7, gcra.Limit{Interval: 70_000_000, Burst: 1}},   // never below one unit
+		{10, gcra.Limit{Interval: 100_000_000, Burst: 1}}, // more nodes than burst
 	} {
 		if got := SharedLimit(l, c.members); got != c.want {
 			t.Errorf("SharedLimit(%+v, %d) = %+v, want %+v", l, c.members, got, c.want)

@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/weirhq/weir/gcra"
 )
@@ -12,24 +13,34 @@ import (
 // them; CheckParams holds numbers from elsewhere (forwarded work) to them.
 const (
 	// MinInterval is the emission interval of the fastest accepted rate,
-	// maxPerSecond units per second, in microseconds.
-	MinInterval = int64(1_000_000 / maxPerSecond)
+	// maxPerSecond units per second, in nanoseconds.
+	MinInterval = int64(time.Second) / maxPerSecond
 	// MaxInterval is the emission interval of one unit per day, in
-	// microseconds: the slowest rate unit a policy may use is N/d (this
+	// nanoseconds: the slowest rate unit a policy may use is N/d (this
 	// bound must stay at or above every rate ParseRate accepts).
-	MaxInterval = int64(24 * 3600 * 1_000_000)
+	MaxInterval = int64(24 * time.Hour)
+	// MaxSpan bounds a limit's span, interval times burst: how far ahead of
+	// now one key may run, and how long a spent key takes to rest. 50 days
+	// keeps every TAT computation exact in every store (redisbackend's
+	// script computes in Lua doubles, exact below 2^53 ns, about 104 days)
+	// and far from int64's range; "1/h burst 1e7" (1,141 years) is refused
+	// at load instead of overflowing later.
+	MaxSpan = int64(50 * 24 * time.Hour)
 )
 
 // CheckParams reports whether l lies within the ranges a policy accepts: an
 // interval in [MinInterval, MaxInterval] and a burst of at least 1 whose
-// span (interval times burst) passes gcra.Limit.Validate. The error wraps
+// span (interval times burst) is at most MaxSpan. The error wraps
 // ErrInvalid. It changes nothing.
 func CheckParams(l gcra.Limit) error {
 	if l.Interval < MinInterval || l.Interval > MaxInterval {
-		return &invalidError{msg: fmt.Sprintf("policy: interval %dus outside [%d, %d]", l.Interval, MinInterval, MaxInterval)}
+		return &invalidError{msg: fmt.Sprintf("policy: interval %dns outside [%d, %d]", l.Interval, MinInterval, MaxInterval)}
 	}
 	if err := l.Validate(); err != nil {
 		return &invalidError{msg: "policy: " + err.Error()}
+	}
+	if l.Span() > MaxSpan {
+		return &invalidError{msg: fmt.Sprintf("policy: span (interval times burst) %s exceeds %s", time.Duration(l.Span()), time.Duration(MaxSpan))}
 	}
 	return nil
 }

@@ -3,7 +3,9 @@ package policy
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/gcra"
 )
@@ -44,7 +46,7 @@ func TestPolicy_ParamsForKey(t *testing.T) {
 	}
 	// per-route's key has no tenant, and the pro tier changes its burst.
 	got, how := p.ParamsForKey("weir:{r1}:per-route:r1")
-	want := []gcra.Limit{{Interval: 50_000, Burst: 10}, {Interval: 50_000, Burst: 99}}
+	want := []gcra.Limit{{Interval: 50_000_000, Burst: 10}, {Interval: 50_000_000, Burst: 99}}
 	if how != KeyAmbiguous || !slices.Equal(got, want) {
 		t.Errorf("per-route: %v, %v; want ambiguous %v", got, how, want)
 	}
@@ -63,15 +65,18 @@ func TestCheckParams(t *testing.T) {
 		l  gcra.Limit
 		ok bool
 	}{
-		{gcra.Limit{Interval: 1, Burst: 1}, true},
-		{gcra.Limit{Interval: MaxInterval, Burst: 1000}, true},
+		{gcra.Limit{Interval: MinInterval, Burst: 1}, true},
+		{gcra.Limit{Interval: MinInterval - 1, Burst: 1}, false}, // faster than 1e6/s
+		{gcra.Limit{Interval: MaxInterval, Burst: 50}, true},     // 1/d burst 50: exactly MaxSpan
+		{gcra.Limit{Interval: MaxInterval, Burst: 51}, false},    // span above MaxSpan
 		{gcra.Limit{Interval: 0, Burst: 1}, false},
 		{gcra.Limit{Interval: -5, Burst: 1}, false},
 		{gcra.Limit{Interval: MaxInterval + 1, Burst: 1}, false},
-		{gcra.Limit{Interval: 1 << 40, Burst: 1}, false},
-		{gcra.Limit{Interval: 3600 * 1_000_000, Burst: 1}, true}, // 1/h
-		{gcra.Limit{Interval: 1 << 36, Burst: 1}, true},          // ~19 h
-		{gcra.Limit{Interval: 1, Burst: 0}, false},
+		{gcra.Limit{Interval: 1 << 50, Burst: 1}, false},
+		{gcra.Limit{Interval: int64(time.Hour), Burst: 1}, true},           // 1/h
+		{gcra.Limit{Interval: int64(time.Hour), Burst: 10_000_000}, false}, // 1/h burst 1e7: 1,141 years
+		{gcra.Limit{Interval: 1 << 46, Burst: 1}, true},                    // ~19.5 h
+		{gcra.Limit{Interval: MinInterval, Burst: 0}, false},
 		{gcra.Limit{Interval: MaxInterval, Burst: 1 << 40}, false},
 	} {
 		err := CheckParams(tc.l)
@@ -125,4 +130,23 @@ func FuzzParamsForKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParse_refusesSpansBeyondMaxSpan: "1/h burst 1e7" once loaded and
+// reported a negative window (its span overflowed a Duration); it must be
+// refused at load, as must a fallback with the same numbers.
+func TestParse_refusesSpansBeyondMaxSpan(t *testing.T) {
+	for _, doc := range []string{
+		"limits:\n  - {name: a, match: [tenant], rate: 1/h, burst: 10000000}\n",
+		"limits:\n  - {name: a, match: [tenant], rate: 1/d, burst: 51}\n",
+		"limits:\n  - {name: a, match: [tenant], rate: 1/s, burst: 1, on_failure: local, fallback_rate: 1/h, fallback_burst: 10000000}\n",
+	} {
+		_, err := Parse("p.yaml", []byte("version: \"1\"\n"+doc))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "exceeds") {
+			t.Errorf("%s: got %v, want the span refused", doc, err)
+		}
+	}
+	if _, err := Parse("p.yaml", []byte("version: \"1\"\nlimits:\n  - {name: a, match: [tenant], rate: 1/d, burst: 50}\n")); err != nil {
+		t.Errorf("1/d burst 50 (exactly MaxSpan) refused: %v", err)
+	}
 }

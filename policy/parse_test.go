@@ -36,16 +36,16 @@ func TestLoadFile_full(t *testing.T) {
 	}
 	want := []*Limit{{
 		Name: "per-user", Match: []string{"tenant", "user"}, Group: "tenant",
-		Rate: Rate{5, time.Second}, Burst: 3, Params: gcra.Limit{Interval: 200_000, Burst: 3},
-		Consistency: ConsistencyStrict, OnFailure: FailLocal, Fallback: gcra.Limit{Interval: 40_000, Burst: 25},
+		Rate: Rate{5, time.Second}, Burst: 3, Params: gcra.Limit{Interval: 200_000_000, Burst: 3},
+		Consistency: ConsistencyStrict, OnFailure: FailLocal, Fallback: gcra.Limit{Interval: 40_000_000, Burst: 25},
 		Scope: ScopeRegion,
 	}, {
 		Name: "per-tenant", Match: []string{"tenant"}, Group: "tenant",
-		Rate: Rate{100, time.Second}, Burst: 50, Params: gcra.Limit{Interval: 10_000, Burst: 50},
+		Rate: Rate{100, time.Second}, Burst: 50, Params: gcra.Limit{Interval: 10_000_000, Burst: 50},
 		Consistency: ConsistencyStrict, OnFailure: FailClosed, Leasable: true, Scope: ScopeGlobal,
 	}, {
 		Name: "audit", Match: []string{"route", "tenant"}, Group: "route",
-		Rate: Rate{600, time.Minute}, Burst: 5, Params: gcra.Limit{Interval: 100_000, Burst: 5},
+		Rate: Rate{600, time.Minute}, Burst: 5, Params: gcra.Limit{Interval: 100_000_000, Burst: 5},
 		Consistency: ConsistencyFast, OnFailure: FailOpen, Scope: ScopeRegion,
 	}}
 	if len(p.Limits) != len(want) {
@@ -236,11 +236,11 @@ func TestBuiltin(t *testing.T) {
 		t.Errorf("version, source = %q, %q", p.Version, p.Source)
 	}
 	u := p.Limit("per-user")
-	if u == nil || u.Params != (gcra.Limit{Interval: 200_000, Burst: 3}) || u.Group != "tenant" ||
+	if u == nil || u.Params != (gcra.Limit{Interval: 200_000_000, Burst: 3}) || u.Group != "tenant" ||
 		!reflect.DeepEqual(u.Match, []string{"tenant", "user"}) {
 		t.Errorf("per-user = %+v", u)
 	}
-	if tl := p.Limit("per-tenant"); tl == nil || tl.Params != (gcra.Limit{Interval: 10_000, Burst: 50}) {
+	if tl := p.Limit("per-tenant"); tl == nil || tl.Params != (gcra.Limit{Interval: 10_000_000, Burst: 50}) {
 		t.Errorf("per-tenant = %+v", tl)
 	}
 	shadows := 0

@@ -15,8 +15,9 @@ type Rate struct {
 	Per time.Duration
 }
 
-// maxPerSecond is the fastest rate a gcra.Limit can express: one unit per
-// microsecond. A faster rate would be silently rounded down, so it is refused.
+// maxPerSecond is the fastest rate a policy accepts: one unit per
+// microsecond. Every accepted rate is enforced within 0.1 % (gcra's
+// intervals are whole nanoseconds, rounded up).
 const maxPerSecond = 1_000_000
 
 // ParseRate parses "N/s", "N/m", "N/h" or "N/d" with N a positive decimal integer.
@@ -82,7 +83,8 @@ func (r Rate) String() string {
 	return strconv.FormatInt(r.N, 10) + "/" + unit
 }
 
-// Limit builds the GCRA limit "r with this burst" with gcra.PerPeriod.
+// Limit builds the GCRA limit "r with this burst" with gcra.PerPeriod. It
+// does not apply the policy's ranges (see CheckParams).
 func (r Rate) Limit(burst int64) (gcra.Limit, error) {
 	return gcra.PerPeriod(r.N, r.Per, burst)
 }

@@ -70,12 +70,16 @@ func TestRate_String(t *testing.T) {
 
 func TestRate_Limit(t *testing.T) {
 	l, err := Rate{5, time.Second}.Limit(3)
-	if err != nil || l.Interval != 200_000 || l.Burst != 3 {
-		t.Fatalf("5/s burst 3 = %+v, %v; want interval 200000us burst 3", l, err)
+	if err != nil || l.Interval != 200_000_000 || l.Burst != 3 {
+		t.Fatalf("5/s burst 3 = %+v, %v; want interval 200000000ns burst 3", l, err)
 	}
 	// 3/s does not divide a second evenly: rounded up to enforce below, never above.
-	if l, _ := (Rate{3, time.Second}).Limit(1); l.Interval != 333_334 {
-		t.Errorf("3/s interval = %d, want 333334", l.Interval)
+	if l, _ := (Rate{3, time.Second}).Limit(1); l.Interval != 333_333_334 {
+		t.Errorf("3/s interval = %d, want 333333334", l.Interval)
+	}
+	// The fastest rates keep their value within 0.1 %, not whole microseconds.
+	if l, _ := (Rate{999_999, time.Second}).Limit(1); l.Interval != 1001 {
+		t.Errorf("999999/s interval = %d, want 1001", l.Interval)
 	}
 }
 

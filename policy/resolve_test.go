@@ -21,9 +21,9 @@ limits:
 
 func TestPolicy_Resolve(t *testing.T) {
 	p := mustParse(t, resolveYAML)
-	user := gcra.Limit{Interval: 200_000, Burst: 3}
-	tenant := gcra.Limit{Interval: 10_000, Burst: 50}
-	route := gcra.Limit{Interval: 1_000_000, Burst: 1}
+	user := gcra.Limit{Interval: 200_000_000, Burst: 3}
+	tenant := gcra.Limit{Interval: 10_000_000, Burst: 50}
+	route := gcra.Limit{Interval: 1_000_000_000, Burst: 1}
 	for _, tc := range []struct {
 		name string
 		desc map[string]string
@@ -51,7 +51,7 @@ func TestPolicy_Resolve(t *testing.T) {
 			{Key: "weir:{a%7Db%7Bc}:per-tenant:a%7Db%7Bc", GroupValue: "a}b{c", Params: tenant},
 		}},
 		{"overrides by tenant", map[string]string{"tenant": "acme", "user": "u", "route": "r"}, []Match{
-			{Key: "weir:{acme}:per-user:acme:u", GroupValue: "acme", Params: gcra.Limit{Interval: 200_000, Burst: 9}},
+			{Key: "weir:{acme}:per-user:acme:u", GroupValue: "acme", Params: gcra.Limit{Interval: 200_000_000, Burst: 9}},
 			{Key: "weir:{acme}:per-tenant:acme", GroupValue: "acme", Params: tenant},
 			{Key: "weir:{r}:per-route:acme:r", GroupValue: "r", Params: route, Shadow: false},
 		}},

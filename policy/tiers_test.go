@@ -22,17 +22,17 @@ func TestPolicy_Tenant_tiersAndOverrides(t *testing.T) {
 	}{
 		// No entry: the default tier, which only changes per-tenant.
 		{"stranger", "per-user", own("per-user"), false},
-		{"stranger", "per-tenant", gcra.Limit{Interval: 100_000, Burst: 10}, false},
+		{"stranger", "per-tenant", gcra.Limit{Interval: 100_000_000, Burst: 10}, false},
 		// Tier pro: per-user raised, audit shadowed, per-tenant its own (not free's).
-		{"acme", "per-user", gcra.Limit{Interval: 20_000, Burst: 20}, false},
+		{"acme", "per-user", gcra.Limit{Interval: 20_000_000, Burst: 20}, false},
 		{"acme", "per-tenant", own("per-tenant"), false},
 		{"acme", "audit", own("audit"), true},
 		// Override beats the tier; fields it does not set come from the tier.
-		{"bigco", "per-user", gcra.Limit{Interval: 10_000, Burst: 50}, false},
+		{"bigco", "per-user", gcra.Limit{Interval: 10_000_000, Burst: 50}, false},
 		{"bigco", "audit", own("audit"), true},
 		// No tier named: the default tier, then the override, field by field.
-		{"tiny", "per-user", gcra.Limit{Interval: 200_000, Burst: 1}, false},
-		{"tiny", "per-tenant", gcra.Limit{Interval: 100_000, Burst: 10}, false},
+		{"tiny", "per-user", gcra.Limit{Interval: 200_000_000, Burst: 1}, false},
+		{"tiny", "per-tenant", gcra.Limit{Interval: 100_000_000, Burst: 10}, false},
 	} {
 		got, shadow, ok := p.Tenant(tc.tenant, tc.limit)
 		if !ok || got != tc.want || shadow != tc.shadow {
@@ -40,7 +40,7 @@ func TestPolicy_Tenant_tiersAndOverrides(t *testing.T) {
 				tc.tenant, tc.limit, got, shadow, ok, tc.want, tc.shadow)
 		}
 	}
-	if got, _, ok := p.Tier("pro", "per-user"); !ok || got != (gcra.Limit{Interval: 20_000, Burst: 20}) {
+	if got, _, ok := p.Tier("pro", "per-user"); !ok || got != (gcra.Limit{Interval: 20_000_000, Burst: 20}) {
 		t.Errorf("Tier(pro, per-user) = %+v, %v", got, ok)
 	}
 	if _, _, ok := p.Tier("gold", "per-user"); ok {
@@ -68,10 +68,10 @@ limits:
 		interval int64
 		shadow   bool
 	}{
-		{"nobody", 1_000_000, true}, // the limit's own numbers
-		{"q", 1_000_000, true},
-		{"l", 500_000, false},
-		{"o", 1_000_000, false},
+		{"nobody", 1_000_000_000, true}, // the limit's own numbers
+		{"q", 1_000_000_000, true},
+		{"l", 500_000_000, false},
+		{"o", 1_000_000_000, false},
 	} {
 		got, shadow, _ := p.Tenant(tc.tenant, "a")
 		if got.Interval != tc.interval || got.Burst != 4 || shadow != tc.shadow {

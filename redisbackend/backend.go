@@ -10,14 +10,17 @@ import (
 	"github.com/weirhq/weir/gcra"
 )
 
-// MaxSpan is the largest Interval*Burst a limit may have here, 2^50
-// microseconds (about 35 years). It is far below [gcra.MaxSpan] because the
-// script computes in Lua doubles, which are exact integers only below 2^53.
-const MaxSpan = int64(1) << 50
+// MaxSpan is the largest Interval*Burst a limit may have here, 2^52
+// nanoseconds (about 52 days; policy.MaxSpan is 50 days). It is far below
+// [gcra.MaxSpan] because the script computes how far a key is ahead of now
+// in Lua doubles, which are exact integers only below 2^53.
+const MaxSpan = int64(1) << 52
 
-// MaxTime is the largest explicit now (microseconds) Decide accepts, 2^52
-// (about the year 2112), for the same reason as [MaxSpan].
-const MaxTime = int64(1) << 52
+// MaxTime is the largest explicit now (Unix nanoseconds) Decide accepts,
+// 2^53 microseconds (about the year 2255): the script holds instants as
+// whole microseconds plus nanoseconds past them, and the microseconds must
+// be exact doubles.
+const MaxTime = int64(1)<<53*1000 - 1
 
 // ErrCrossSlot is returned by Decide and DecidePipelined (per item) when the
 // keys of one decision do not all carry the same non-empty hash tag, so they
@@ -75,8 +78,8 @@ type Decision struct {
 	Overall gcra.Result
 	// Results holds one result per key, in the order of the keys.
 	Results []gcra.Result
-	// Now is the time the script decided at, in microseconds: Redis TIME,
-	// or the caller's explicit now.
+	// Now is the time the script decided at, in Unix nanoseconds: Redis
+	// TIME (whole microseconds), or the caller's explicit now.
 	Now int64
 }
 
@@ -94,7 +97,7 @@ type DecideRequest struct {
 // TATs are written (with PX expiry) only if every limit admits the request.
 //
 // now == 0 uses the Redis server's TIME, the normal case; a non-zero now
-// (microseconds, <= MaxTime) is used instead, for tests, replay and owners
+// (Unix nanoseconds, <= MaxTime) is used instead, for tests, replay and owners
 // that track their offset to Redis TIME.
 //
 // Input is checked before anything is sent: 1 or more distinct keys,
@@ -130,16 +133,16 @@ func scriptArgs(keys []string, limits []gcra.Limit, cost int64, now int64) ([]an
 		return nil, fmt.Errorf("redisbackend: %w: got %d", gcra.ErrInvalidCost, cost)
 	}
 	if now < 0 || now > MaxTime {
-		return nil, fmt.Errorf("redisbackend: now %dus outside [0, %d]", now, MaxTime)
+		return nil, fmt.Errorf("redisbackend: now %dns outside [0, %d]", now, MaxTime)
 	}
-	args := make([]any, 0, 2+2*len(limits))
-	args = append(args, cost, now)
+	args := make([]any, 0, 3+2*len(limits))
+	args = append(args, cost, now/1000, now%1000)
 	for i, l := range limits {
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("redisbackend: limit %d: %w", i, err)
 		}
 		if l.Span() > MaxSpan {
-			return nil, fmt.Errorf("redisbackend: limit %d: %w: span %dus exceeds %dus", i, gcra.ErrInvalidLimit, l.Span(), MaxSpan)
+			return nil, fmt.Errorf("redisbackend: limit %d: %w: span %dns exceeds %dns", i, gcra.ErrInvalidLimit, l.Span(), MaxSpan)
 		}
 		args = append(args, l.Interval, l.Burst)
 	}
@@ -152,17 +155,17 @@ func parseReply(r []int64, n int) (Decision, error) {
 	if len(r) != replyHead+replyPerKey*n {
 		return Decision{}, fmt.Errorf("redisbackend: script returned %d values for %d keys", len(r), n)
 	}
-	d := Decision{Now: r[0], Results: make([]gcra.Result, n)}
-	agg := gcra.Result{Allowed: r[1] == 1, Remaining: -1}
+	d := Decision{Now: r[0]*1000 + r[1], Results: make([]gcra.Result, n)}
+	agg := gcra.Result{Allowed: r[2] == 1, Remaining: -1}
 	for i := range n {
 		v := r[replyHead+replyPerKey*i:]
 		res := gcra.Result{
 			Allowed:    v[0] == 1,
 			TooCostly:  v[1] == 1,
-			TAT:        v[2],
-			RetryAfter: v[3],
-			Remaining:  v[4],
-			ResetAfter: v[5],
+			TAT:        v[2]*1000 + v[3],
+			RetryAfter: v[4],
+			Remaining:  v[5],
+			ResetAfter: v[6],
 		}
 		d.Results[i] = res
 		agg.TooCostly = agg.TooCostly || res.TooCostly
@@ -171,6 +174,9 @@ func parseReply(r []int64, n int) (Decision, error) {
 		if agg.Remaining < 0 || res.Remaining < agg.Remaining {
 			agg.Remaining = res.Remaining
 		}
+	}
+	if agg.TooCostly {
+		agg.RetryAfter = 0 // as gcra.DecideComposite: no wait makes it pass
 	}
 	d.Overall = agg
 	return d, nil

@@ -57,7 +57,7 @@ func TestBackend_cluster(t *testing.T) {
 		for g := range 200 {
 			k := fmt.Sprintf("rl:{grp%d}:k", g)
 			keys = append(keys, k)
-			tat := now + int64(g)*10_000 - redisbackend.ExpiryGrace.Microseconds() // group 0 is past the grace: deleted
+			tat := now + int64(g)*10*ms - redisbackend.ExpiryGrace.Nanoseconds() // group 0 is past the grace: deleted
 			tats = append(tats, redisbackend.TAT{Key: k, TAT: tat, Now: now})
 		}
 		if err := b.StoreTATs(ctx, tats); err != nil {

@@ -25,7 +25,7 @@ func TestBackend_Decide_concurrentBound(t *testing.T) {
 	keys := []string{"rl:{hammer}:tenant", "rl:{hammer}:user"}
 	// Same rate, different bursts: both limits bind, so each limit's bound
 	// is reachable and over-denial on either would show.
-	limits := []gcra.Limit{lim(1000, 20), lim(1000, 5)}
+	limits := []gcra.Limit{lim(1000*us, 20), lim(1000*us, 5)}
 
 	type tally struct {
 		admitted, denied, errs int64
@@ -73,7 +73,7 @@ func TestBackend_Decide_concurrentBound(t *testing.T) {
 		t.Fatalf("%d errors", sum.errs)
 	}
 	elapsed := sum.last - sum.first
-	t.Logf("admitted cost %d, denied %d, over %dus of server time", sum.admitted, sum.denied, elapsed)
+	t.Logf("admitted cost %d, denied %d, over %dns of server time", sum.admitted, sum.denied, elapsed)
 	if sum.denied == 0 {
 		t.Fatal("no denials: the load did not saturate the limits")
 	}

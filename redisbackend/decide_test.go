@@ -17,7 +17,7 @@ func TestBackend_Decide_handTrace(t *testing.T) {
 	srv := redistest.Start(t)
 	c, _ := newClient(t, srv, 2)
 	b := newBackend(t, c, time.Second)
-	l := []gcra.Limit{lim(200_000, 3)}
+	l := []gcra.Limit{lim(200_000*us, 3)}
 	keys := []string{"rl:{trace}:k"}
 	steps := []struct {
 		at        int64
@@ -28,9 +28,9 @@ func TestBackend_Decide_handTrace(t *testing.T) {
 		{0, true, 2, 0},
 		{0, true, 1, 0},
 		{0, true, 0, 0},
-		{0, false, 0, 200_000},
-		{250_000, true, 0, 0},
-		{250_000, false, 0, 150_000},
+		{0, false, 0, 200_000 * us},
+		{250_000 * us, true, 0, 0},
+		{250_000 * us, false, 0, 150_000 * us},
 	}
 	for i, s := range steps {
 		d, err := b.Decide(t.Context(), keys, l, 1, base+s.at)
@@ -39,7 +39,7 @@ func TestBackend_Decide_handTrace(t *testing.T) {
 		}
 		o := d.Overall
 		if o.Allowed != s.allowed || o.Remaining != s.remaining || o.RetryAfter != s.retry || d.Now != base+s.at {
-			t.Errorf("step %d at %dus: got allowed=%v remaining=%d retry=%d now=%d, want %v %d %d",
+			t.Errorf("step %d at %dns: got allowed=%v remaining=%d retry=%d now=%d, want %v %d %d",
 				i, s.at, o.Allowed, o.Remaining, o.RetryAfter, d.Now-base, s.allowed, s.remaining, s.retry)
 		}
 	}
@@ -63,7 +63,8 @@ func TestBackend_Decide_matchesGCRA(t *testing.T) {
 		limits := make([]gcra.Limit, n)
 		for i := range n {
 			keys[i] = "rl:{rand" + strconv.Itoa(run) + "}:" + strconv.Itoa(i)
-			limits[i] = lim(1+rng.Int64N(50_000), 1+rng.Int64N(12))
+			// Up to 50ms, mostly not whole microseconds: TATs carry nanoseconds.
+			limits[i] = lim(1+rng.Int64N(50_000_000), 1+rng.Int64N(12))
 		}
 		tats := make([]int64, n)
 		out := make([]gcra.Result, n)
@@ -106,18 +107,18 @@ func TestBackend_Decide_matchesGCRA(t *testing.T) {
 }
 
 // nextStep picks how far explicit time moves: sometimes not at all (several
-// requests in one instant), else 1us..60ms. Redis expires keys on its real
+// requests in one instant), else 1ns..60ms. Redis expires keys on its real
 // clock, so simulated time must never fall behind real time since the last
 // write, or a key the model still holds could vanish: a same-instant step is
 // only taken when little real time has passed, and every step covers at
 // least the real time spent.
 func nextStep(rng *rand.Rand, real time.Duration, zeros *int) int64 {
-	realUS := real.Microseconds()
-	if rng.IntN(4) == 0 && realUS < 500 {
+	realNS := real.Nanoseconds()
+	if rng.IntN(4) == 0 && realNS < 500*us {
 		*zeros++
 		return 0
 	}
-	return max(1+rng.Int64N(60_000), realUS+1000)
+	return max(1+rng.Int64N(60_000*us), realNS+1000*us)
 }
 
 func TestBackend_Decide_boundaries(t *testing.T) {
@@ -190,7 +191,7 @@ func TestBackend_Decide_compositeAllOrNothing(t *testing.T) {
 func TestBackend_Decide_serverTimeAndStorage(t *testing.T) {
 	c, b, before := startBackend(t)
 	ctx := t.Context()
-	if d := time.Since(time.UnixMicro(before)).Abs(); d > 5*time.Second {
+	if d := time.Since(time.Unix(0, before)).Abs(); d > 5*time.Second {
 		t.Fatalf("redis TIME is %s away from the local clock", d)
 	}
 	keys := []string{"rl:{st}:a", "rl:{st}:b"}
@@ -198,7 +199,7 @@ func TestBackend_Decide_serverTimeAndStorage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Now < before || d.Now > before+time.Second.Microseconds() {
+	if d.Now < before || d.Now > before+time.Second.Nanoseconds() || d.Now%1000 != 0 {
 		t.Errorf("decision time %d not just after TIME %d", d.Now, before)
 	}
 	for i, k := range keys {
@@ -206,10 +207,17 @@ func TestBackend_Decide_serverTimeAndStorage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := strconv.FormatInt(d.Results[i].TAT, 10); raw != want {
-			t.Errorf("%s stored %q, want %q", k, raw, want)
+		// Whole microseconds, then nanoseconds past them when not zero:
+		// TIME is whole microseconds, so the 7ns limit leaves ".007".
+		tat := d.Results[i].TAT
+		want := strconv.FormatInt(tat/1000, 10)
+		if i == 1 {
+			want += ".007"
 		}
-		px := (d.Results[i].TAT-d.Now+999)/1000 + 1
+		if raw != want || tat%1000 != [2]int64{0, 7}[i] {
+			t.Errorf("%s stored %q (tat %d), want %q", k, raw, tat, want)
+		}
+		px := (tat-d.Now+999_999)/1_000_000 + 1
 		ttl := c.PTTL(ctx, k).Val().Milliseconds()
 		if ttl > px || ttl < px-500 {
 			t.Errorf("%s pttl %dms, want just under %dms", k, ttl, px)
@@ -281,5 +289,25 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	if err := (redisbackend.Config{}).Validate(); err == nil {
 		t.Error("zero timeout accepted")
+	}
+}
+
+// TestBackend_Decide_tooCostlyCompositeNamesNoWait: one limit busy, another
+// whose burst is below the cost. The request can never pass, so the
+// aggregate says TooCostly with RetryAfter 0, as gcra.DecideComposite does;
+// the busy limit's own result still names its wait.
+func TestBackend_Decide_tooCostlyCompositeNamesNoWait(t *testing.T) {
+	srv := redistest.Start(t)
+	c, _ := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	keys := []string{"rl:{tc}:busy", "rl:{tc}:small"}
+	limits := []gcra.Limit{lim(1000, 10), lim(1000, 2)}
+	mustDecide(t, b, keys[:1], limits[:1], 10, base, true)
+	d := mustDecide(t, b, keys, limits, 3, base, false)
+	if !d.Overall.TooCostly || d.Overall.RetryAfter != 0 {
+		t.Errorf("aggregate %+v, want TooCostly with RetryAfter 0", d.Overall)
+	}
+	if d.Results[0].RetryAfter != 3000 || !d.Results[1].TooCostly {
+		t.Errorf("per limit %+v, want the busy limit's wait of 3000ns and the small one TooCostly", d.Results)
 	}
 }

@@ -8,7 +8,21 @@
 // all new TATs (each as a decimal string with PX expiry, so a rested key
 // simply disappears) only when every limit admits the request. Time is the
 // Redis server's TIME unless the caller passes an explicit now. All values
-// are integer microseconds.
+// are integer nanoseconds, gcra's time base (TIME has whole microseconds).
+//
+// Stored TATs and compatibility: a TAT is stored as its whole Unix
+// microseconds, followed by a dot and three digits of nanoseconds only when
+// those are not zero ("1764582000123456" or "1764582000123456.789"). Versions
+// before nanosecond TATs stored whole microseconds in exactly the first
+// form, so keys they wrote read as the same instant here, with no migration
+// and no key prefix change. The other way round is loud, not silent: an
+// older node's script refuses a dotted value with an error ("holds a
+// non-integer TAT") and its LoadTATs fails to parse it, so during a rolling
+// upgrade a key last written by a new node makes an old node take its
+// failure policy for that key, never decide on a misread TAT. Finish the
+// upgrade before relying on fail-closed limits. The script works on
+// (microseconds, nanoseconds) pairs and on how far a key is ahead of now,
+// which is why spans are bounded by [MaxSpan] (2^52 ns, about 52 days).
 //
 // The same code serves a single Redis and Redis Cluster through
 // redis.UniversalClient. A decision's keys must share one hash tag (the

@@ -18,7 +18,13 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // base is a realistic unix time in microseconds (November 2023), so PX
 // expiry and Lua number handling see values of the real magnitude.
-const base = int64(1_700_000_000_000_000)
+const base = int64(1_700_000_000_000_000_000) // Unix nanoseconds
+
+// us and ms are a microsecond and a millisecond in nanoseconds.
+const (
+	us = int64(time.Microsecond)
+	ms = int64(time.Millisecond)
+)
 
 // counter is a go-redis hook counting commands that reach the network.
 type counter struct{ n atomic.Int64 }

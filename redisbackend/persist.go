@@ -5,16 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// maxStoredTAT bounds stored TATs: the script reads them as Lua doubles.
-const maxStoredTAT = int64(1) << 53
-
 // TAT is one key's state for [Backend.StoreTATs]: its theoretical arrival
-// time and the now (microseconds, Redis time base) it is current at.
+// time and the now (Unix nanoseconds, Redis time base) it is current at.
 type TAT struct {
 	Key string
 	TAT int64
@@ -48,8 +46,8 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 		if err != nil {
 			return nil, fmt.Errorf("redisbackend: load tat %q: %w", keys[i], err)
 		}
-		if tats[i], err = strconv.ParseInt(s, 10, 64); err != nil {
-			return nil, fmt.Errorf("redisbackend: key %q holds %q, not a tat: %w", keys[i], s, err)
+		if tats[i], err = parseTAT(s); err != nil {
+			return nil, fmt.Errorf("redisbackend: key %q: %w", keys[i], err)
 		}
 	}
 	return tats, nil
@@ -64,19 +62,19 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 const ExpiryGrace = time.Second
 
 // StoreTATs writes TATs in one pipeline (split by slot on Cluster), each
-// with PX expiry ceil((TAT-Now)/1000)+1 milliseconds plus ExpiryGrace. A TAT
+// with PX expiry ceil((TAT-Now)/1ms)+1 milliseconds plus ExpiryGrace. A TAT
 // more than ExpiryGrace before its Now is rested on any clock, which reads
 // the same as a missing key, so its key is deleted instead. A write never moves a stored TAT
 // backwards (nor deletes a later one): when two nodes both believed they
 // owned a key — a partition, a frozen owner's buffered writes arriving after
 // its successor's — Redis keeps the later TAT, the one that has admitted
 // more. Each Now must be positive and each TAT in
-// [0, 2^53); invalid input fails the call before anything is sent. Bounded
+// [0, MaxTime]; invalid input fails the call before anything is sent. Bounded
 // by ctx and Config.Timeout; on failure some writes may have been applied.
 func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	for _, t := range tats {
-		if t.Key == "" || t.Now <= 0 || t.TAT < 0 || t.TAT >= maxStoredTAT {
-			return fmt.Errorf("redisbackend: invalid tat %+v: need a key, now > 0 and 0 <= tat < 2^53", t)
+		if t.Key == "" || t.Now <= 0 || t.TAT < 0 || t.TAT > MaxTime {
+			return fmt.Errorf("redisbackend: invalid tat %+v: need a key, now > 0 and 0 <= tat <= %d", t, MaxTime)
 		}
 	}
 	if len(tats) == 0 {
@@ -115,21 +113,34 @@ func (b *Backend) runStore(ctx context.Context, tats []TAT, full bool) ([]*redis
 	for i, t := range tats {
 		// A TAT more than the grace in the past is deleted (px 0).
 		px := int64(0)
-		if t.TAT+ExpiryGrace.Microseconds() > t.Now {
-			px = (t.TAT-t.Now+999)/1000 + 1 + ExpiryGrace.Milliseconds()
+		if t.TAT+ExpiryGrace.Nanoseconds() > t.Now {
+			px = (t.TAT-t.Now+999_999)/1_000_000 + 1 + ExpiryGrace.Milliseconds()
 		}
-		cmds[i] = queueScript(ctx, pipe, b.store, full, []string{t.Key}, strconv.FormatInt(t.TAT, 10), strconv.FormatInt(px, 10))
+		cmds[i] = queueScript(ctx, pipe, b.store, full, []string{t.Key}, formatTAT(t.TAT), strconv.FormatInt(px, 10))
 	}
 	_, err := pipe.Exec(ctx)
 	return cmds, err
 }
 
 // storeLua writes KEYS[1] = ARGV[1] with expiry ARGV[2] ms, or deletes the
-// key when ARGV[2] is 0, unless the key already holds a later TAT.
+// key when ARGV[2] is 0, unless the key already holds a later TAT. TATs are
+// compared as (microseconds, nanoseconds) pairs, exact in Lua doubles.
 const storeLua = `
-local cur = tonumber(redis.call('GET', KEYS[1]))
-if cur and cur > tonumber(ARGV[1]) then
-  return 0
+local function parse(raw)
+  local us = string.match(raw, '^(%d+)$')
+  if us then return tonumber(us), 0 end
+  local ns
+  us, ns = string.match(raw, '^(%d+)%.(%d%d%d)$')
+  if us then return tonumber(us), tonumber(ns) end
+  return nil
+end
+local raw = redis.call('GET', KEYS[1])
+if raw then
+  local cur_us, cur_ns = parse(raw)
+  local new_us, new_ns = parse(ARGV[1])
+  if cur_us and (cur_us > new_us or (cur_us == new_us and cur_ns > new_ns)) then
+    return 0
+  end
 end
 if ARGV[2] == '0' then
   redis.call('DEL', KEYS[1])
@@ -139,8 +150,9 @@ end
 return 1
 `
 
-// Time returns the Redis server's TIME in microseconds, the time base of
-// every TAT. Bounded by ctx and Config.Timeout.
+// Time returns the Redis server's TIME in Unix nanoseconds (whole
+// microseconds), the time base of every TAT. Bounded by ctx and
+// Config.Timeout.
 func (b *Backend) Time(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -148,5 +160,35 @@ func (b *Backend) Time(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redisbackend: time: %w", err)
 	}
-	return t.UnixMicro(), nil
+	return t.UnixNano(), nil
+}
+
+// formatTAT writes a TAT (Unix nanoseconds) as Redis stores it: whole
+// microseconds, then a dot and the three digits of nanoseconds past them
+// when those are not zero. A TAT on a whole microsecond is written exactly
+// as weir wrote TATs before they had nanoseconds, so the two formats read
+// each other's whole-microsecond values; see the package doc.
+func formatTAT(ns int64) string {
+	us, frac := ns/1000, ns%1000
+	if frac == 0 {
+		return strconv.FormatInt(us, 10)
+	}
+	return strconv.FormatInt(us, 10) + "." + fmt.Sprintf("%03d", frac)
+}
+
+// parseTAT reads a stored TAT written by formatTAT (or by a version that
+// stored whole microseconds) into Unix nanoseconds.
+func parseTAT(s string) (int64, error) {
+	usPart, nsPart, dotted := strings.Cut(s, ".")
+	us, err := strconv.ParseInt(usPart, 10, 64)
+	if err != nil || us < 0 || us > MaxTime/1000 || strings.HasPrefix(usPart, "+") {
+		return 0, fmt.Errorf("redisbackend: %q is not a tat", s)
+	}
+	var frac int64
+	if dotted {
+		if frac, err = strconv.ParseInt(nsPart, 10, 64); err != nil || len(nsPart) != 3 || frac < 0 || strings.HasPrefix(nsPart, "+") {
+			return 0, fmt.Errorf("redisbackend: %q is not a tat", s)
+		}
+	}
+	return us*1000 + frac, nil
 }

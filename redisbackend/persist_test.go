@@ -3,6 +3,7 @@ package redisbackend_test
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -15,10 +16,10 @@ func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
 	c, b, now := startBackend(t)
 	ctx := t.Context()
 	tats := []redisbackend.TAT{
-		{Key: "rl:{p}:ahead", TAT: now + 2_500_000, Now: now}, // 2.5s ahead
-		{Key: "rl:{p}:tiny", TAT: now + 1, Now: now},          // 1us ahead
-		{Key: "rl:{p}:rested", TAT: now, Now: now},            // at now: rested, kept for the grace
-		{Key: "rl:{p}:past", TAT: now - 2_000_000, Now: now},  // behind by more than the grace: deleted
+		{Key: "rl:{p}:ahead", TAT: now + 2500*ms, Now: now}, // 2.5s ahead
+		{Key: "rl:{p}:tiny", TAT: now + 1, Now: now},        // 1ns ahead
+		{Key: "rl:{p}:rested", TAT: now, Now: now},          // at now: rested, kept for the grace
+		{Key: "rl:{p}:past", TAT: now - 2000*ms, Now: now},  // behind by more than the grace: deleted
 	}
 	// Stale values that the rested entries must remove.
 	for _, k := range []string{"rl:{p}:rested", "rl:{p}:past"} {
@@ -31,7 +32,7 @@ func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []int64{now + 2_500_000, now + 1, now, 0, 0}
+	want := []int64{now + 2500*ms, now + 1, now, 0, 0}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("loaded %v, want %v", got, want)
 	}
@@ -39,12 +40,12 @@ func TestBackend_StoreLoadTATs_roundTrip(t *testing.T) {
 		t.Errorf("pttl %s, want just under 3501ms (2501ms plus the expiry grace)", ttl)
 	}
 	// A stored TAT feeds the script exactly as gcra would read it.
-	l := []gcra.Limit{lim(1_000_000, 3)}
+	l := []gcra.Limit{lim(1000*ms, 3)}
 	d, err := b.Decide(ctx, []string{"rl:{p}:ahead"}, l, 1, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantRes, _ := gcra.Decide(now+2_500_000, now, l[0], 1)
+	wantRes, _ := gcra.Decide(now+2500*ms, now, l[0], 1)
 	if d.Results[0] != wantRes {
 		t.Errorf("decide on stored tat = %+v, want %+v", d.Results[0], wantRes)
 	}
@@ -58,7 +59,7 @@ func TestBackend_StoreTATs_invalid(t *testing.T) {
 		{Key: "", TAT: base, Now: base},
 		{Key: "k", TAT: base, Now: 0},
 		{Key: "k", TAT: -1, Now: base},
-		{Key: "k", TAT: 1 << 53, Now: base},
+		{Key: "k", TAT: redisbackend.MaxTime + 1, Now: base},
 	} {
 		ok := redisbackend.TAT{Key: "fine", TAT: base + 5, Now: base}
 		if err := b.StoreTATs(t.Context(), []redisbackend.TAT{ok, tat}); err == nil {
@@ -74,9 +75,11 @@ func TestBackend_LoadTATs_garbage(t *testing.T) {
 	srv := redistest.Start(t)
 	c, _ := newClient(t, srv, 2)
 	b := newBackend(t, c, time.Second)
-	c.Set(t.Context(), "rl:{g}:bad", "1.8e+15", 0)
-	if _, err := b.LoadTATs(t.Context(), []string{"rl:{g}:ok", "rl:{g}:bad"}); err == nil {
-		t.Error("non-integer tat loaded")
+	for _, bad := range []string{"1.8e+15", "12.5", "12.0500", "-3", "+3", "12.", ".5", "12.-05"} {
+		c.Set(t.Context(), "rl:{g}:bad", bad, 0)
+		if _, err := b.LoadTATs(t.Context(), []string{"rl:{g}:ok", "rl:{g}:bad"}); err == nil {
+			t.Errorf("%q loaded as a tat", bad)
+		}
 	}
 	_, err := b.Decide(t.Context(), []string{"rl:{g}:bad"}, []gcra.Limit{lim(1, 1)}, 1, base)
 	if err == nil {
@@ -145,10 +148,12 @@ func TestBackend_DecidePipelined_matchesDecide(t *testing.T) {
 func TestBackend_StoreTATs_neverMovesBackwards(t *testing.T) {
 	c, b, now := startBackend(t)
 	ctx := t.Context()
-	later := redisbackend.TAT{Key: "rl:{q}:k", TAT: now + 5_000_000, Now: now}
+	later := redisbackend.TAT{Key: "rl:{q}:k", TAT: now + 5000*ms + 7, Now: now}
 	for _, stale := range []redisbackend.TAT{
-		{Key: "rl:{q}:k", TAT: now + 1_000_000, Now: now}, // earlier TAT
-		{Key: "rl:{q}:k", TAT: now - 9_000_000, Now: now}, // rested: would delete
+		{Key: "rl:{q}:k", TAT: now + 1000*ms, Now: now},     // earlier TAT
+		{Key: "rl:{q}:k", TAT: now + 5000*ms + 6, Now: now}, // earlier by one nanosecond
+		{Key: "rl:{q}:k", TAT: now + 5000*ms, Now: now},     // same microsecond, no nanoseconds
+		{Key: "rl:{q}:k", TAT: now - 9000*ms, Now: now},     // rested: would delete
 	} {
 		if err := b.StoreTATs(ctx, []redisbackend.TAT{later}); err != nil {
 			t.Fatal(err)
@@ -169,11 +174,38 @@ func TestBackend_StoreTATs_neverMovesBackwards(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	later.TAT += 1_000_000
+	later.TAT += 1000 * ms
 	if err := b.StoreTATs(ctx, []redisbackend.TAT{later}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := b.LoadTATs(ctx, []string{later.Key}); got[0] != later.TAT {
 		t.Fatalf("a later TAT was not stored after SCRIPT FLUSH: %d", got[0]-now)
+	}
+}
+
+// TestBackend_TATFormat_readsWholeMicroseconds: TATs stored before TATs had
+// nanoseconds are whole microseconds; both LoadTATs and the script read them
+// as the same instant, and a TAT with nanoseconds is stored as "<us>.<nnn>".
+func TestBackend_TATFormat_readsWholeMicroseconds(t *testing.T) {
+	c, b, now := startBackend(t)
+	ctx := t.Context()
+	oldUS := now/1000 + 2_000_000 // 2s ahead, as an older version wrote it
+	c.Set(ctx, "rl:{f}:old", strconv.FormatInt(oldUS, 10), 10*time.Second)
+	got, err := b.LoadTATs(ctx, []string{"rl:{f}:old"})
+	if err != nil || got[0] != oldUS*1000 {
+		t.Fatalf("old tat loaded as %v, %v; want %d", got, err, oldUS*1000)
+	}
+	l := []gcra.Limit{lim(1500, 10_000_000)} // 1.5us, a 15s span: new TATs carry nanoseconds
+	d, err := b.Decide(ctx, []string{"rl:{f}:old"}, l, 1, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := gcra.Decide(oldUS*1000, now, l[0], 1)
+	if d.Results[0] != want {
+		t.Fatalf("decide on an old tat = %+v, want %+v", d.Results[0], want)
+	}
+	raw := c.Get(ctx, "rl:{f}:old").Val()
+	if wantRaw := fmt.Sprintf("%d.500", oldUS+1); raw != wantRaw {
+		t.Fatalf("stored %q, want %q", raw, wantRaw)
 	}
 }

@@ -74,3 +74,15 @@ func TestToProto_tooCostly(t *testing.T) {
 		t.Errorf("ToProto = %v, want a too_costly denial with no retry", got)
 	}
 }
+
+// A too-costly composite whose other limit is busy: the response says
+// too_costly with no retry_after, and the busy limit's status keeps its own.
+func TestToProto_tooCostlyWithABusyLimit(t *testing.T) {
+	got := ToProto(limiter.Decision{Matched: true, TooCostly: true, Limits: []limiter.LimitDecision{
+		{Name: "user", TooCostly: true, Burst: 3},
+		{Name: "tenant", RetryAfter: 40 * time.Millisecond, Burst: 50},
+	}})
+	if !got.TooCostly || got.RetryAfter != nil || !got.Limits[0].TooCostly || got.Limits[1].RetryAfter.AsDuration() != 40*time.Millisecond {
+		t.Errorf("ToProto = %v, want too_costly, no retry_after, the tenant's 40ms kept", got)
+	}
+}

@@ -19,15 +19,15 @@ func (printSink) StoreTATs(_ context.Context, tats []redisbackend.TAT) error {
 }
 
 func ExampleWriter() {
-	now := func() int64 { return 1_767_225_600_000_000 } // in production: a redisclock.Clock's Now
+	now := func() int64 { return 1_767_225_600_000_000_000 } // ns; in production: a redisclock.Clock's Now, scaled
 	w, err := writebehind.New(writebehind.DefaultConfig(), printSink{}, now, nil, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	// go w.Run(ctx) would flush every 5ms; here we flush by hand.
-	w.Mark("rl:{t42}:user:7", 1_767_225_600_100_000)
-	w.Mark("rl:{t42}:user:7", 1_767_225_600_200_000) // coalesced: only the largest is written
+	w.Mark("rl:{t42}:user:7", 1_767_225_600_100_000_000)
+	w.Mark("rl:{t42}:user:7", 1_767_225_600_200_000_000) // coalesced: only the largest is written
 	fmt.Println("pending:", w.Pending())
 	if err := w.Flush(context.Background()); err != nil {
 		fmt.Println(err)
@@ -35,6 +35,6 @@ func ExampleWriter() {
 	fmt.Println("pending:", w.Pending())
 	// Output:
 	// pending: 1
-	// SET rl:{t42}:user:7 1767225600200000 (now 1767225600000000)
+	// SET rl:{t42}:user:7 1767225600200000000 (now 1767225600000000000)
 	// pending: 0
 }

@@ -89,7 +89,7 @@ func (s *fakeSink) snapshot() (stored map[string]int64, batches []int, calls int
 	return stored, append([]int(nil), s.batches...), s.calls
 }
 
-// fakeNow is a settable microsecond clock.
+// fakeNow is a settable clock (nanoseconds, as TATs).
 type fakeNow struct{ us atomic.Int64 }
 
 func newFakeNow(us int64) *fakeNow {

@@ -39,7 +39,7 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 	})
 	dropped := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "weir_writebehind_dropped_total",
-		Help: "Marks dropped because the key was empty or the TAT outside [0, 2^53).",
+		Help: "Marks dropped because the key was empty or the TAT outside [0, redisbackend.MaxTime].",
 	})
 	backlogFull := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "weir_writebehind_backlog_full_total",
@@ -52,7 +52,7 @@ func newMetrics(reg prometheus.Registerer, w *Writer) (*metrics, error) {
 	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "weir_writebehind_lag_seconds",
 		Help: "Age of the oldest mark not yet known to be stored (an upper bound); 0 when none.",
-	}, func() float64 { return float64(w.lagMicros()) / 1e6 })
+	}, func() float64 { return float64(w.lagNanos()) / 1e9 })
 	commands := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: redisCommandsName,
 		Help: redisCommandsHelp,

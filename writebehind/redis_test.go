@@ -16,7 +16,7 @@ import (
 )
 
 // realNow is the local clock in microseconds; on one machine it is Redis's.
-func realNow() int64 { return time.Now().UnixMicro() }
+func realNow() int64 { return time.Now().UnixNano() }
 
 func newBackend(t *testing.T, srv *redistest.Server, timeout time.Duration) *redisbackend.Backend {
 	t.Helper()
@@ -61,7 +61,7 @@ func TestWriter_Flush_realRedisManyGoroutines(t *testing.T) {
 	stop := runWriter(t, w)
 
 	const goroutines, keys, rounds = 8, 2000, 5
-	base := realNow() + time.Hour.Microseconds()
+	base := realNow() + time.Hour.Nanoseconds()
 	key := func(i int) string { return fmt.Sprintf("rl:{t%d}:k%d", i%10, i) }
 	var wg sync.WaitGroup
 	for g := range goroutines {
@@ -103,7 +103,7 @@ func TestWriter_Flush_realRedisPastTATDeletes(t *testing.T) {
 	}
 	w := newWriter(t, testConfig(), be, realNow, nil)
 	// Past by more than the backend's expiry grace: rested on any clock.
-	w.Mark("rl:{a}:rested", realNow()-redisbackend.ExpiryGrace.Microseconds()-1)
+	w.Mark("rl:{a}:rested", realNow()-redisbackend.ExpiryGrace.Nanoseconds()-1)
 	if err := w.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
 	w := newWriter(t, cfg, sink, realNow, nil)
 	stop := runWriter(t, w)
 
-	base := realNow() + time.Hour.Microseconds()
+	base := realNow() + time.Hour.Nanoseconds()
 	srv.Pause()
 	resumed := false
 	defer func() {
@@ -184,7 +184,7 @@ func TestWriter_Run_realRedisOutageRetried(t *testing.T) {
 	w := newWriter(t, cfg, be, realNow, reg)
 	stop := runWriter(t, w)
 
-	base := realNow() + time.Hour.Microseconds()
+	base := realNow() + time.Hour.Nanoseconds()
 	srv.Pause()
 	want := map[string]int64{}
 	for i := range 3000 {

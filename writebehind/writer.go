@@ -27,9 +27,9 @@ var _ Sink = (*redisbackend.Backend)(nil)
 // while an idle flush scan stays cheap.
 const numShards = 128
 
-// maxTAT bounds the TATs a Sink accepts: redisbackend stores them for a Lua
-// script that reads them as doubles, exact only below 2^53.
-const maxTAT = int64(1) << 53
+// maxTAT bounds the TATs a Sink accepts: redisbackend.MaxTime, the latest
+// nanosecond TAT whose whole microseconds its Lua script reads exactly.
+const maxTAT = redisbackend.MaxTime
 
 // shard is one part of the backlog.
 type shard struct {
@@ -81,8 +81,8 @@ type Writer struct {
 }
 
 // New returns a Writer storing into sink. now returns the current time in
-// microseconds on the TATs' time base (Redis time, e.g. a redisclock.Clock's
-// Now); it stamps each batch as TAT.Now, which sets the keys' expiry, and
+// nanoseconds on the TATs' time base (Redis time, e.g. a redisclock.Clock's
+// Now scaled to nanoseconds); it stamps each batch as TAT.Now, which sets the keys' expiry, and
 // dates marks for the lag metric. It must be cheap and safe for concurrent
 // use. Metrics are registered on reg (nil: not registered); logger (nil:
 // discarded) receives flush failures and recoveries, once per transition.
@@ -117,7 +117,7 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 	return w, nil
 }
 
-// Mark records that key's TAT is now tat (microseconds, same time base as
+// Mark records that key's TAT is now tat (nanoseconds, same time base as
 // now). Marks of one key coalesce until the next flush: only the largest
 // TAT is kept. Mark never blocks on the Sink and does not allocate once
 // the key's shard has held that many keys before.
@@ -127,10 +127,10 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 // the decision): a smaller TAT marked after a larger one was flushed
 // overwrites it.
 //
-// A TAT outside [0, 2^53) or an empty key cannot be stored; such a mark is
+// A TAT outside [0, redisbackend.MaxTime] or an empty key cannot be stored; such a mark is
 // dropped and counted in weir_writebehind_dropped_total.
 func (w *Writer) Mark(key string, tat int64) {
-	if key == "" || tat < 0 || tat >= maxTAT {
+	if key == "" || tat < 0 || tat > maxTAT {
 		w.m.dropped.Inc()
 		return
 	}
@@ -180,10 +180,10 @@ func (w *Writer) Pending() int {
 	return n
 }
 
-// lagMicros returns the age of the oldest mark not known to be stored, 0
+// lagNanos returns the age of the oldest mark not known to be stored, 0
 // when there is none. It is an upper bound: a shard is dated by its first
 // mark since it was last emptied.
-func (w *Writer) lagMicros() int64 {
+func (w *Writer) lagNanos() int64 {
 	oldest := w.inflightSince.Load()
 	for i := range w.shards {
 		s := &w.shards[i]

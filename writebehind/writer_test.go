@@ -70,14 +70,14 @@ func TestWriter_Mark_dropsUnstorable(t *testing.T) {
 	w := newWriter(t, testConfig(), newFakeSink(), newFakeNow(1).Now, reg)
 	w.Mark("", 1)
 	w.Mark("k", -1)
-	w.Mark("k", 1<<53)
+	w.Mark("k", redisbackend.MaxTime+1)
 	if got := w.Pending(); got != 0 {
 		t.Errorf("pending = %d, want 0", got)
 	}
 	if got := metricValue(t, reg, "weir_writebehind_dropped_total", ""); got != 3 {
 		t.Errorf("dropped = %g, want 3", got)
 	}
-	w.Mark("k", 1<<53-1)
+	w.Mark("k", redisbackend.MaxTime)
 	if got := w.Pending(); got != 1 {
 		t.Errorf("pending after the largest valid TAT = %d, want 1", got)
 	}
@@ -329,12 +329,12 @@ func TestWriter_Run_finalFlushFailureReported(t *testing.T) {
 
 func TestWriter_metrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	now := newFakeNow(1_000_000)
+	now := newFakeNow(1_000_000_000)
 	sink := newFakeSink()
 	w := newWriter(t, testConfig(), sink, now.Now, reg)
-	w.Mark("a", 5_000_000)
-	w.Mark("b", 5_000_000)
-	now.us.Store(1_002_500)
+	w.Mark("a", 5_000_000_000)
+	w.Mark("b", 5_000_000_000)
+	now.us.Store(1_002_500_000) // 2.5ms later, in nanoseconds
 	if got := metricValue(t, reg, "weir_writebehind_pending", ""); got != 2 {
 		t.Errorf("pending gauge = %g, want 2", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -102,14 +103,16 @@ func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 	if ks.Held = n.state.mem.Has(group, key); !ks.Held {
 		return ks
 	}
-	ks.TAT = n.state.mem.Get(group, key)
-	now := n.state.now().UnixMicro()
-	r, err := gcra.Decide(ks.TAT, now, l.Params, 1)
+	tat := n.state.mem.Get(group, key)
+	now := n.state.now().UnixNano()
+	r, err := gcra.Decide(tat, now, l.Params, 1)
 	if err != nil {
 		ks.Error = err.Error()
 		return ks
 	}
-	ks.Remaining, ks.RetryAfterUS, ks.ResetAfterUS = r.Remaining, r.RetryAfter, max(ks.TAT-now, 0)
+	// The admin API keeps microseconds; waits round up, never shorter.
+	ks.TAT = tat / int64(time.Microsecond)
+	ks.Remaining, ks.RetryAfterUS, ks.ResetAfterUS = r.Remaining, gcra.CeilMicros(r.RetryAfter), gcra.CeilMicros(tat-now)
 	if r.Allowed {
 		ks.Remaining++ // r counts the peeked request as admitted
 	}

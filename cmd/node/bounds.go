@@ -81,5 +81,5 @@ func (n *node) peerHandler(b boundsConfig, policies limiter.PolicySource, reg pr
 	vcfg := peer.DefaultValidatorConfig()
 	vcfg.MaxSkew = b.PeerMaxSkew
 	now := n.state.now
-	return peer.NewValidator(vcfg, n.state.cluster, policies, func() int64 { return now().UnixMicro() }, reg)
+	return peer.NewValidator(vcfg, n.state.cluster, policies, func() int64 { return now().UnixNano() }, reg)
 }

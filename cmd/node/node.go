@@ -93,7 +93,7 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	}
 	n.sweepers = append(n.sweepers, lim.SweepFallback)
 	n.goBackground(func() error {
-		return sweep(bgCtx, cfg.SweepInterval, func() int64 { return st.now().UnixMicro() }, n.sweepers)
+		return sweep(bgCtx, cfg.SweepInterval, func() int64 { return st.now().UnixNano() }, n.sweepers)
 	})
 	if n.rls, err = envoyrls.New(lim, logger, reg); err != nil {
 		return nil, err

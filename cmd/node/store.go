@@ -112,7 +112,8 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err := clock.Sync(syncCtx); err != nil {
 		n.logger.Warn("redis not reachable at start; using the local clock until it is", "err", err)
 	}
-	wb, err := writebehind.New(writebehind.DefaultConfig(), b, clock.Now, n.logger, reg)
+	wbNow := func() int64 { return clock.Now() * int64(time.Microsecond) } // TATs are in nanoseconds
+	wb, err := writebehind.New(writebehind.DefaultConfig(), b, wbNow, n.logger, reg)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -94,13 +94,13 @@ func onFailure(l *policy.Limit) string {
 	return fmt.Sprintf("on failure: local, %s burst %d", fallbackRate(l.Fallback.Interval), l.Fallback.Burst)
 }
 
-// fallbackRate writes an emission interval in microseconds as a rate.
-func fallbackRate(intervalUs int64) string {
-	if intervalUs <= 0 {
+// fallbackRate writes an emission interval in nanoseconds as a rate.
+func fallbackRate(interval int64) string {
+	if interval <= 0 {
 		return "?"
 	}
-	if perSec := 1_000_000 / intervalUs; perSec >= 1 && 1_000_000%intervalUs == 0 {
+	if perSec := int64(time.Second) / interval; perSec >= 1 && int64(time.Second)%interval == 0 {
 		return fmt.Sprintf("%d/s", perSec)
 	}
-	return fmt.Sprintf("1 per %s", time.Duration(intervalUs)*time.Microsecond)
+	return fmt.Sprintf("1 per %s", time.Duration(interval))
 }

@@ -88,8 +88,9 @@ type Item struct {
 	Limits []*Limit `protobuf:"bytes,3,rep,name=limits,proto3" json:"limits,omitempty"`
 	// Units the request costs, > 0.
 	Cost int64 `protobuf:"varint,4,opt,name=cost,proto3" json:"cost,omitempty"`
-	// The time the receiving node stamped on the request, in microseconds. The
-	// owner decides at this time so that all nodes share one time base.
+	// The time the receiving node stamped on the request, in whole Unix
+	// microseconds (rounded down), for owners older than now_ns. The owner
+	// decides at this time so that all nodes share one time base.
 	NowUs int64 `protobuf:"varint,5,opt,name=now_us,json=nowUs,proto3" json:"now_us,omitempty"`
 	// Decide through Redis (strict) rather than in the owner's memory (fast).
 	Strict bool `protobuf:"varint,6,opt,name=strict,proto3" json:"strict,omitempty"`
@@ -98,7 +99,10 @@ type Item struct {
 	// owner. The owner charges them to the keys' state (a fast key's TAT
 	// moves by cost x interval, never past now + the limit's span) and
 	// answers with the state after the charge; nothing is refused.
-	Debt          bool `protobuf:"varint,7,opt,name=debt,proto3" json:"debt,omitempty"`
+	Debt bool `protobuf:"varint,7,opt,name=debt,proto3" json:"debt,omitempty"`
+	// The same stamp in Unix nanoseconds, gcra's time base. Owners that know
+	// it use it; zero (an older sender) means now_us * 1000.
+	NowNs         int64 `protobuf:"varint,8,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -182,11 +186,25 @@ func (x *Item) GetDebt() bool {
 	return false
 }
 
-// Limit is one GCRA limit: one unit every interval_us, at most burst at once.
+func (x *Item) GetNowNs() int64 {
+	if x != nil {
+		return x.NowNs
+	}
+	return 0
+}
+
+// Limit is one GCRA limit: one unit every interval_ns, at most burst at once.
+//
+// Mixed versions: senders fill both intervals. interval_us is interval_ns
+// rounded up to a whole microsecond, the interval an older owner enforces
+// (at or below the policy's rate, as that version always did, never above).
+// An owner that knows interval_ns uses it; zero (an older sender) means
+// interval_us * 1000.
 type Limit struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	IntervalUs    int64                  `protobuf:"varint,1,opt,name=interval_us,json=intervalUs,proto3" json:"interval_us,omitempty"`
 	Burst         int64                  `protobuf:"varint,2,opt,name=burst,proto3" json:"burst,omitempty"`
+	IntervalNs    int64                  `protobuf:"varint,3,opt,name=interval_ns,json=intervalNs,proto3" json:"interval_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -231,6 +249,13 @@ func (x *Limit) GetIntervalUs() int64 {
 func (x *Limit) GetBurst() int64 {
 	if x != nil {
 		return x.Burst
+	}
+	return 0
+}
+
+func (x *Limit) GetIntervalNs() int64 {
+	if x != nil {
+		return x.IntervalNs
 	}
 	return 0
 }
@@ -366,7 +391,11 @@ func (x *ItemResult) GetReason() string {
 	return ""
 }
 
-// Result mirrors gcra.Result; times are in microseconds.
+// Result mirrors gcra.Result. Owners fill both units: the _ns fields in
+// nanoseconds (gcra's time base) and, for senders older than them, tat in
+// whole Unix microseconds (rounded down) and the waits in microseconds
+// rounded up. A sender that knows the _ns fields reads them, and falls back
+// to the microsecond fields times 1000 when tat_ns is zero (an older owner).
 type Result struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Allowed bool                   `protobuf:"varint,1,opt,name=allowed,proto3" json:"allowed,omitempty"`
@@ -377,6 +406,9 @@ type Result struct {
 	RetryAfterUs  int64 `protobuf:"varint,4,opt,name=retry_after_us,json=retryAfterUs,proto3" json:"retry_after_us,omitempty"`
 	Remaining     int64 `protobuf:"varint,5,opt,name=remaining,proto3" json:"remaining,omitempty"`
 	ResetAfterUs  int64 `protobuf:"varint,6,opt,name=reset_after_us,json=resetAfterUs,proto3" json:"reset_after_us,omitempty"`
+	TatNs         int64 `protobuf:"varint,7,opt,name=tat_ns,json=tatNs,proto3" json:"tat_ns,omitempty"`
+	RetryAfterNs  int64 `protobuf:"varint,8,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	ResetAfterNs  int64 `protobuf:"varint,9,opt,name=reset_after_ns,json=resetAfterNs,proto3" json:"reset_after_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +485,27 @@ func (x *Result) GetResetAfterUs() int64 {
 	return 0
 }
 
+func (x *Result) GetTatNs() int64 {
+	if x != nil {
+		return x.TatNs
+	}
+	return 0
+}
+
+func (x *Result) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
+	}
+	return 0
+}
+
+func (x *Result) GetResetAfterNs() int64 {
+	if x != nil {
+		return x.ResetAfterNs
+	}
+	return 0
+}
+
 var File_api_weir_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
@@ -460,7 +513,7 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x1bapi/weir/peer/v1/peer.proto\x12\fweir.peer.v1\"V\n" +
 	"\rDecideRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.peer.v1.ItemR\x05items\x12\x1b\n" +
-	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xb4\x01\n" +
+	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xcb\x01\n" +
 	"\x04Item\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12+\n" +
@@ -468,11 +521,14 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x04cost\x18\x04 \x01(\x03R\x04cost\x12\x15\n" +
 	"\x06now_us\x18\x05 \x01(\x03R\x05nowUs\x12\x16\n" +
 	"\x06strict\x18\x06 \x01(\bR\x06strict\x12\x12\n" +
-	"\x04debt\x18\a \x01(\bR\x04debt\">\n" +
+	"\x04debt\x18\a \x01(\bR\x04debt\x12\x15\n" +
+	"\x06now_ns\x18\b \x01(\x03R\x05nowNs\"_\n" +
 	"\x05Limit\x12\x1f\n" +
 	"\vinterval_us\x18\x01 \x01(\x03R\n" +
 	"intervalUs\x12\x14\n" +
-	"\x05burst\x18\x02 \x01(\x03R\x05burst\"D\n" +
+	"\x05burst\x18\x02 \x01(\x03R\x05burst\x12\x1f\n" +
+	"\vinterval_ns\x18\x03 \x01(\x03R\n" +
+	"intervalNs\"D\n" +
 	"\x0eDecideResponse\x122\n" +
 	"\aresults\x18\x01 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\"\xb7\x01\n" +
 	"\n" +
@@ -481,7 +537,7 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\aresults\x18\x02 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x1b\n" +
 	"\tnot_owner\x18\x03 \x01(\tR\bnotOwner\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xbd\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa0\x02\n" +
 	"\x06Result\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
 	"\n" +
@@ -489,7 +545,10 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x03tat\x18\x03 \x01(\x03R\x03tat\x12$\n" +
 	"\x0eretry_after_us\x18\x04 \x01(\x03R\fretryAfterUs\x12\x1c\n" +
 	"\tremaining\x18\x05 \x01(\x03R\tremaining\x12$\n" +
-	"\x0ereset_after_us\x18\x06 \x01(\x03R\fresetAfterUs2K\n" +
+	"\x0ereset_after_us\x18\x06 \x01(\x03R\fresetAfterUs\x12\x15\n" +
+	"\x06tat_ns\x18\a \x01(\x03R\x05tatNs\x12$\n" +
+	"\x0eretry_after_ns\x18\b \x01(\x03R\fretryAfterNs\x12$\n" +
+	"\x0ereset_after_ns\x18\t \x01(\x03R\fresetAfterNs2K\n" +
 	"\x04Peer\x12C\n" +
 	"\x06Decide\x12\x1b.weir.peer.v1.DecideRequest\x1a\x1c.weir.peer.v1.DecideResponseB0Z.github.com/weirhq/weir/api/weir/peer/v1;peerv1b\x06proto3"
 
