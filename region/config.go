@@ -85,8 +85,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) ttl() int64   { return c.TTL.Microseconds() }
-func (c Config) grace() int64 { return c.Grace.Microseconds() }
+// ttl and grace are TTL and Grace on the package's time base, nanoseconds.
+func (c Config) ttl() int64   { return c.TTL.Nanoseconds() }
+func (c Config) grace() int64 { return c.Grace.Nanoseconds() }
 
 // hasRegion reports whether name is one of c.Regions.
 func (c Config) hasRegion(name string) bool { return slices.Contains(c.Regions, name) }

@@ -12,7 +12,7 @@
 // ([Share.Limit]).
 //
 // It has two sides, both pure: no goroutines, no I/O, no clock reads. Times
-// are integer microseconds passed in, as in package gcra; callers own
+// are integer nanoseconds passed in, as in package gcra; callers own
 // locking, the wire and the clock.
 //
 //   - [Member] is a region's side for the keys one process enforces:

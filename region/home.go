@@ -21,7 +21,7 @@ import (
 //
 // at every instant, messages in flight included: see Reserved.
 //
-// A Home does no I/O and reads no clock: times are integer microseconds on
+// A Home does no I/O and reads no clock: times are integer nanoseconds on
 // the home's clock, passed in. It is not safe for concurrent use.
 type Home struct {
 	cfg   Config

@@ -8,7 +8,12 @@ import (
 	"time"
 )
 
-const sec = int64(1_000_000)
+// sec and us are a second and a microsecond on the package's time base
+// (nanoseconds).
+const (
+	sec = int64(time.Second)
+	us  = int64(time.Microsecond)
+)
 
 // testConfig: eu and us, a 10% floor, no damping, 4s grants, no grace.
 func testConfig() Config {
@@ -79,12 +84,12 @@ func TestHome_Handle_decreasesBeforeIncreases(t *testing.T) {
 		if got := mustHandle(t, h, now, s.r); got != s.want {
 			t.Fatalf("step %d (%s seq %d): granted %d, want %d", i, s.r.From, s.r.Seq, got, s.want)
 		}
-		now += 100_000
+		now += 100_000 * us
 	}
 }
 
 // A grant holds its capacity for TTL + Grace from when it was made, not a
-// microsecond less; a region silent that long wants nothing.
+// nanosecond less; a region silent that long wants nothing.
 func TestHome_Handle_expiry(t *testing.T) {
 	cfg := testConfig()
 	cfg.Grace = 20 * time.Millisecond
@@ -96,7 +101,7 @@ func TestHome_Handle_expiry(t *testing.T) {
 	}
 	end := t0 + cfg.ttl() + cfg.grace()
 	if got := mustHandle(t, h, end-1, report("us", 1, "us", key, 2, 0)); got != 100_000 {
-		t.Fatalf("1µs before eu's grant ends: us granted %d, want 100000", got)
+		t.Fatalf("1ns before eu's grant ends: us granted %d, want 100000", got)
 	}
 	if got := mustHandle(t, h, end, report("us", 2, "us", key, 2, 1)); got != 900_000 {
 		t.Fatalf("when eu's grant ends: us granted %d, want 900000", got)

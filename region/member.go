@@ -19,7 +19,7 @@ import (
 // grant expires, then falls back to the floor, which the home never grants
 // to anyone else.
 //
-// A Member does no I/O and reads no clock: times are integer microseconds
+// A Member does no I/O and reads no clock: times are integer nanoseconds
 // on this process's clock, passed in. It is not safe for concurrent use.
 type Member struct {
 	cfg              Config
@@ -38,7 +38,7 @@ type grantState struct {
 // NewMember returns the side of region that process reporter runs.
 // Reports are numbered from firstSeq + 1. A process that restarts under the
 // same reporter name must start above every number it used before (for
-// example at its boot time in microseconds), or homes may take its new
+// example at its boot time in nanoseconds), or homes may take its new
 // acknowledgements for old ones and keep its old grants reserved until they
 // expire (which costs capacity, not safety). It returns an error if cfg is
 // invalid, region is not one of its regions or reporter is empty.

@@ -36,7 +36,7 @@ type Reply struct {
 }
 
 // Grant is a share of one key for the reporting region, valid for TTL
-// microseconds from the moment the report was sent (on the region's clock).
+// nanoseconds from the moment the report was sent (on the region's clock).
 type Grant struct {
 	Key   string
 	Share Share

@@ -5,21 +5,22 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/weirhq/weir/gcra"
 )
 
 func TestShare_Limit(t *testing.T) {
-	g := gcra.Limit{Interval: 1000, Burst: 100} // 1000/s, burst 100
+	g := gcra.Limit{Interval: int64(time.Millisecond), Burst: 100} // 1000/s, burst 100
 	cases := []struct {
 		s    Share
 		want gcra.Limit
 		ok   bool
 	}{
 		{Whole, g, true},
-		{Whole / 2, gcra.Limit{Interval: 2000, Burst: 50}, true},
-		{Whole / 3, gcra.Limit{Interval: 3001, Burst: 33}, true}, // interval up, burst down
-		{Whole / 100, gcra.Limit{Interval: 100_000, Burst: 1}, true},
+		{Whole / 2, gcra.Limit{Interval: 2_000_000, Burst: 50}, true},
+		{Whole / 3, gcra.Limit{Interval: 3_000_004, Burst: 33}, true}, // interval up (from 3,000,003.000003ns), burst down
+		{Whole / 100, gcra.Limit{Interval: 100_000_000, Burst: 1}, true},
 		{Whole/100 - 1, gcra.Limit{}, false}, // burst rounds to 0
 		{0, gcra.Limit{}, false},
 		{-1, gcra.Limit{}, false},
@@ -38,7 +39,7 @@ func TestShare_Limit(t *testing.T) {
 func TestShare_Limit_sumWithinGlobal(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
-		g := gcra.Limit{Interval: 1 + rng.Int64N(1_000_000), Burst: 1 + rng.Int64N(10_000)}
+		g := gcra.Limit{Interval: 1 + rng.Int64N(int64(time.Second)), Burst: 1 + rng.Int64N(10_000)} // 1ns to 1s
 		left := Whole
 		var rate float64
 		var burst int64
@@ -57,27 +58,27 @@ func TestShare_Limit_sumWithinGlobal(t *testing.T) {
 }
 
 func TestRescale(t *testing.T) {
-	small := gcra.Limit{Interval: 10_000, Burst: 10} // 100/s
-	big := gcra.Limit{Interval: 1_000, Burst: 100}   // 1000/s
-	const now = 1_000_000
+	small := gcra.Limit{Interval: 10_000 * us, Burst: 10} // 100/s
+	big := gcra.Limit{Interval: 1_000 * us, Burst: 100}   // 1000/s
+	const now = 1_000_000 * us
 	cases := []struct {
 		name     string
 		tat      int64
 		from, to gcra.Limit
 		want     int64
 	}{
-		{"same limit keeps the TAT", now + 12_345, small, small, now + 12_345},
+		{"same limit keeps the TAT", now + 12_345*us, small, small, now + 12_345*us},
 		// Level 10 (rested) stays 10 of 100: 90 units of debt at 1ms.
-		{"growing rested: room, not units", now - 5, small, big, now + 90_000},
+		{"growing rested: room, not units", now - 5*us, small, big, now + 90_000*us},
 		// Level 4 (6 used) stays 4: 96 units of debt.
-		{"growing part-used", now + 60_000, small, big, now + 96_000},
-		{"growing empty stays empty", now + 100_000, small, big, now + 100_000},
+		{"growing part-used", now + 60_000*us, small, big, now + 96_000*us},
+		{"growing empty stays empty", now + 100_000*us, small, big, now + 100_000*us},
 		// Level 100 is cut to 10: rested.
 		{"shrinking rested", now, big, small, now},
 		// Level 95 is cut to 10.
-		{"shrinking part-used above new burst", now + 5_000, big, small, now},
+		{"shrinking part-used above new burst", now + 5_000*us, big, small, now},
 		// Level 3 stays 3: 7 units of debt at 10ms.
-		{"shrinking part-used below new burst", now + 97_000, big, small, now + 70_000},
+		{"shrinking part-used below new burst", now + 97_000*us, big, small, now + 70_000*us},
 		{"TAT beyond the span counts as empty", now + 10*small.Span(), small, big, now + big.Span()},
 	}
 	for _, c := range cases {
@@ -89,8 +90,8 @@ func TestRescale(t *testing.T) {
 
 // After a rescale the key admits exactly its kept level at once.
 func TestRescale_admitsTheKeptLevel(t *testing.T) {
-	small := gcra.Limit{Interval: 10_000, Burst: 10}
-	big := gcra.Limit{Interval: 1_000, Burst: 100}
+	small := gcra.Limit{Interval: 10_000 * us, Burst: 10}
+	big := gcra.Limit{Interval: 1_000 * us, Burst: 100}
 	tat := Rescale(0, 0, small, big) // rested at 10 of 10
 	n := 0
 	for {

@@ -1,8 +1,9 @@
 // Package sim is a deterministic simulator for package region: it runs the
 // real Member and Home of N regions sharing one global key on a virtual
-// clock (1ms steps, no sockets, no goroutines), with message delays,
-// jitter, loss, link and region outages, and drifting clocks, and enforces
-// the key in every region with gcra.Decide at the region's current share.
+// clock (1ms steps of a nanosecond time base, as in package region; no
+// sockets, no goroutines), with message delays, jitter, loss, link and
+// region outages, and drifting clocks, and enforces the key in every region
+// with gcra.Decide at the region's current share.
 //
 // A Trace describes a run; Run returns its figures (efficiency, overshoot
 // over the global bound, convergence after a demand shift, and the largest

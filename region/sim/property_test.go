@@ -35,8 +35,10 @@ func randomTrace(seed uint64) sim.Trace {
 	dur := 20 * time.Second
 	// Rates from 5/s to 5,000/s, bursts up to 300: a burst may take from
 	// milliseconds to a minute to refill, longer than a share takes to move.
-	global := gcra.Limit{Interval: int64(math.Exp(math.Log(200) + rng.Float64()*math.Log(1000))), Burst: int64(1 + rng.IntN(300))}
-	g := 1e6 / float64(global.Interval)
+	// Intervals (nanoseconds) from 200µs to 200ms, most not whole
+	// microseconds.
+	global := gcra.Limit{Interval: int64(float64(200*time.Microsecond) * math.Exp(rng.Float64()*math.Log(1000))), Burst: int64(1 + rng.IntN(300))}
+	g := float64(time.Second) / float64(global.Interval)
 	type step struct {
 		at   time.Duration
 		rate map[string]float64

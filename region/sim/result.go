@@ -76,14 +76,14 @@ func (s *series) init(tr Trace, grate float64) {
 
 func (s *series) add(t, admitted int64, offered []float64, shares []region.Share) {
 	s.prefix = append(s.prefix, s.prefix[len(s.prefix)-1]+admitted)
-	at := time.Duration(t) * time.Microsecond
+	at := time.Duration(t)
 	if at >= s.tr.Warmup {
 		var total float64
 		for _, o := range offered {
 			total += o
 		}
 		s.admitted += float64(admitted)
-		s.wanted += min(total, s.grate) * float64(step) / 1e6
+		s.wanted += min(total, s.grate) * float64(step) / perSecond
 	}
 	if s.target != nil && at >= s.tr.Shift && !s.conved {
 		var got, want region.Share
@@ -95,7 +95,7 @@ func (s *series) add(t, admitted int64, offered []float64, shares []region.Share
 			s.conved, s.conv = true, at-s.tr.Shift
 		}
 	}
-	if t%sampleEvery.Microseconds() == 0 {
+	if t%sampleEvery.Nanoseconds() == 0 {
 		sm := Sample{At: at, Share: make([]float64, len(shares)), Demand: make([]float64, len(shares))}
 		for i := range shares {
 			sm.Share[i] = shares[i].Fraction()
@@ -110,7 +110,7 @@ func (s *series) overshoot() float64 {
 	var worst float64
 	burst := float64(s.tr.Global.Burst)
 	for _, w := range overshootWindows {
-		k := int(w.Microseconds() / step)
+		k := int(w.Nanoseconds() / step)
 		bound := s.grate*w.Seconds()*(1+s.tr.maxDrift()) + burst
 		for end := k; end < len(s.prefix); end++ {
 			worst = max(worst, float64(s.prefix[end]-s.prefix[end-k])-bound)

@@ -15,8 +15,13 @@ import (
 const Key = "rl:{acme}:global"
 
 // step is the simulation's resolution: arrivals, decisions, deliveries and
-// the invariant checks happen once per step.
-const step = int64(time.Millisecond / time.Microsecond)
+// the invariant checks happen once per step. Times are nanoseconds, as in
+// package region.
+const step = int64(time.Millisecond)
+
+// perSecond is how many units of the time base make a second: a rate per
+// second is perSecond / interval.
+const perSecond = float64(time.Second)
 
 // sampleEvery is the spacing of Result.Samples.
 const sampleEvery = 100 * time.Millisecond
@@ -38,7 +43,7 @@ type site struct {
 	next   int64   // next report, real time
 }
 
-// clock is the site's local time at real time t (µs).
+// clock is the site's local time at real time t (ns).
 func (s *site) clock(t int64) int64 { return s.offset + t + int64(math.Round(float64(t)*s.drift)) }
 
 // enforce moves the site to the share it must enforce at local time now,
@@ -104,7 +109,7 @@ type world struct {
 	order  int64
 	rng    *rand.Rand
 	grate  float64 // global units per second
-	intvl  int64   // report interval, µs
+	intvl  int64   // report interval, ns
 	result Result
 	series series
 }
@@ -121,10 +126,10 @@ func Run(tr Trace) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	end := tr.Duration.Microseconds()
+	end := tr.Duration.Nanoseconds()
 	for t := int64(0); t < end; t += step {
 		if err := w.tick(t); err != nil {
-			return Result{}, fmt.Errorf("sim: %s at %s: %w", tr.Name, time.Duration(t)*time.Microsecond, err)
+			return Result{}, fmt.Errorf("sim: %s at %s: %w", tr.Name, time.Duration(t), err)
 		}
 	}
 	w.finish()
@@ -133,11 +138,12 @@ func Run(tr Trace) (Result, error) {
 
 func newWorld(tr Trace) (*world, error) {
 	w := &world{tr: tr, index: make(map[string]int), rng: rand.New(rand.NewPCG(tr.Seed, 0x5eed)),
-		grate: 1e6 / float64(tr.Global.Interval), intvl: tr.Config.Interval.Microseconds()}
+		grate: perSecond / float64(tr.Global.Interval), intvl: tr.Config.Interval.Nanoseconds()}
 	w.result.Name = tr.Name
 	n := int64(len(tr.Config.Regions))
 	for i, name := range tr.Config.Regions {
-		s := &site{name: name, drift: tr.Drift[name], offset: int64(i) * 7_777_777,
+		// Every clock starts at its own offset, 7.8s from the previous one.
+		s := &site{name: name, drift: tr.Drift[name], offset: int64(i) * int64(7_777_777*time.Microsecond),
 			next: w.intvl * int64(i+1) / n}
 		var err error
 		if s.member, err = region.NewMember(tr.Config, name, name+"#1", 0); err != nil {
@@ -174,9 +180,9 @@ func (w *world) tick(t int64) error {
 	for i, s := range w.sites {
 		now := s.clock(t)
 		s.enforce(now, w.tr.Global)
-		d := w.tr.Demand(s.name, time.Duration(t)*time.Microsecond)
+		d := w.tr.Demand(s.name, time.Duration(t))
 		offered[i] = d
-		s.acc += d * float64(step) / 1e6
+		s.acc += d * float64(step) / perSecond
 		units := int64(s.acc)
 		s.acc -= float64(units)
 		s.window += units
@@ -192,7 +198,7 @@ func (w *world) tick(t int64) error {
 // as 0 or double in turn.
 func (w *world) report(i int, t int64) error {
 	s := w.sites[i]
-	k := max(1, int((time.Second.Microseconds()+w.intvl-1)/w.intvl))
+	k := max(1, int((time.Second.Nanoseconds()+w.intvl-1)/w.intvl))
 	s.recent = append(s.recent, s.window)
 	if len(s.recent) > k {
 		s.recent = s.recent[len(s.recent)-k:]
@@ -202,7 +208,7 @@ func (w *world) report(i int, t int64) error {
 	for _, n := range s.recent {
 		sum += n
 	}
-	demand := float64(sum) * 1e6 / float64(w.intvl*int64(len(s.recent))) / w.grate
+	demand := float64(sum) * perSecond / float64(w.intvl*int64(len(s.recent))) / w.grate
 	reps, err := s.member.Reports(s.clock(t), map[string]float64{Key: demand})
 	if err != nil {
 		return err
@@ -218,8 +224,8 @@ func (w *world) send(m message, t int64) {
 		if w.down(m.from, m.to, t) || w.rng.Float64() < w.tr.Loss {
 			return
 		}
-		m.at = t + w.tr.Delay.Microseconds()
-		if j := w.tr.Jitter.Microseconds(); j > 0 {
+		m.at = t + w.tr.Delay.Nanoseconds()
+		if j := w.tr.Jitter.Nanoseconds(); j > 0 {
 			m.at += w.rng.Int64N(j + 1)
 		}
 	} else {
@@ -231,9 +237,8 @@ func (w *world) send(m message, t int64) {
 }
 
 func (w *world) down(a, b int, t int64) bool {
-	d := time.Duration(t) * time.Microsecond
 	for _, o := range w.tr.Outages {
-		if o.covers(w.sites[a].name, w.sites[b].name, d) {
+		if o.covers(w.sites[a].name, w.sites[b].name, time.Duration(t)) {
 			return true
 		}
 	}

@@ -41,7 +41,8 @@ type Trace struct {
 	Name string
 	// Config is the rebalancing configuration every region runs.
 	Config region.Config
-	// Global is the key's global limit.
+	// Global is the key's global limit (its Interval in nanoseconds, as in
+	// package gcra).
 	Global gcra.Limit
 	// Duration is the whole run; figures are taken after Warmup.
 	Duration, Warmup time.Duration

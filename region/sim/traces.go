@@ -8,8 +8,8 @@ import (
 )
 
 // StandardGlobal is the global limit of the standard traces: 1,000 units
-// per second, burst 100.
-var StandardGlobal = gcra.Limit{Interval: 1000, Burst: 100}
+// per second (one per millisecond), burst 100.
+var StandardGlobal = gcra.Limit{Interval: int64(time.Millisecond), Burst: 100}
 
 // Standard returns the traces whose figures docs/regions.md reports, with
 // region.DefaultConfig, 40ms ± 20ms one-way delays, 60s runs measured
