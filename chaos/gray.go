@@ -29,9 +29,6 @@ const (
 	stallFor   = 60 * time.Millisecond
 	// flapEvery is how long a flapping partition stays cut, then healed.
 	flapEvery = 2 * time.Second
-	// grayP99 replaces the p99 ceiling where nodes are starved of CPU: the
-	// claim there is that callers get an answer within their deadline.
-	grayP99 = 250 * time.Millisecond
 )
 
 // injectFunc starts a fault on targets and returns how to heal it.
@@ -43,7 +40,6 @@ func grayNemeses() []Nemesis {
 			Name:              "cpu-starve",
 			Summary:           "a CPU-bound hog process runs in every node's namespace (three hogs on the machine): every node is slow, none is down",
 			FaultAvailability: 0.999,
-			MaxP99:            grayP99,
 			Owners:            1,
 			targets:           allNodes,
 			inject:            hogs,
@@ -52,7 +48,6 @@ func grayNemeses() []Nemesis {
 			Name:              "slow-owner",
 			Summary:           "the hot tenant's owner is throttled to 5% of a CPU (cgroup CPU quota 5ms every 100ms); it stays a member",
 			FaultAvailability: 0.999,
-			MaxP99:            grayP99,
 			// If the throttled owner misses gossip long enough to be
 			// declared dead, its successor and it both decide its keys.
 			Owners:  2,
@@ -66,7 +61,6 @@ func grayNemeses() []Nemesis {
 			Name:              "stalls",
 			Summary:           "every 200ms the next node in turn is stopped (SIGSTOP) for 60ms, as CFS quotas and GC pauses do",
 			FaultAvailability: 0.999,
-			MaxP99:            grayP99,
 			Owners:            1,
 			targets:           allNodes,
 			inject:            stalls,

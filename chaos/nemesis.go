@@ -24,10 +24,6 @@ type Nemesis struct {
 	// judged when a node is down or frozen (the calls the client sends it
 	// cannot be answered).
 	FaultAvailability float64
-	// MaxP99, when not zero, replaces the p99 ceiling: a node starved of
-	// CPU answers late by design, and the check is then that no caller
-	// waits past its deadline (the availability floor).
-	MaxP99 time.Duration
 	// targets picks the nodes the fault hits (the victim, every node, or
 	// none for a fault on Redis).
 	targets func(tb *testbed) []*Node
