@@ -18,6 +18,10 @@ type Nemesis struct {
 	Owners int
 	Crash  bool
 	Stale  bool
+	// Starved: the fault leaves its targets too little CPU to answer their
+	// own callers; calls sent to them are reported, not judged
+	// (history.Event.Starved).
+	Starved bool
 	// FaultAvailability is the share of calls that must be answered within
 	// their deadline while the fault lasts: 0.999 when the client still
 	// reaches every node and Redis is up, 0.99 while Redis is down, not

@@ -365,7 +365,7 @@ func fault(ctx context.Context, tb *testbed, s Scenario) error {
 	targets := n.targets(tb)
 	// The event goes first, so that the fault window covers the whole act.
 	tb.event(history.Event{Kind: history.FaultStart, ID: id, Fault: n.Name, Nodes: nodeNames(targets),
-		Owners: n.Owners, Crash: n.Crash, Stale: n.Stale})
+		Owners: n.Owners, Crash: n.Crash, Stale: n.Stale, Starved: n.Starved})
 	heal, err := n.inject(ctx, tb, targets)
 	if err == nil {
 		err = sleep(ctx, s.Fault)
