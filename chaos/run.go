@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -384,6 +385,9 @@ func fault(ctx context.Context, tb *testbed, s Scenario) error {
 	return err
 }
 
+// clientNice is the workload client's nice value (the nodes run at 0).
+const clientNice = -10
+
 // startClient runs the workload in the client's namespace.
 func startClient(tb *testbed, opts Options, w *Workload, dir, opsPath string) (*netlab.Proc, error) {
 	cfg := workload.Config{
@@ -408,8 +412,13 @@ func startClient(tb *testbed, opts Options, w *Workload, dir, opsPath string) (*
 	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 		return nil, err
 	}
-	args := append(append([]string{}, opts.ClientCmd[1:]...), "-config", cfgPath, "-out", opsPath)
-	p, err := tb.client.Start(tb.client.Command(opts.ClientCmd[0], args...), filepath.Join(dir, "client.log"))
+	// The callers are not on the machine under test in production; here
+	// they are, and a client the hogs (or a busy machine) deschedule
+	// records answers that reached it in time as late. It runs at a higher
+	// priority than the nodes so that it measures weir, not its own stalls.
+	args := append([]string{"-n", strconv.Itoa(clientNice), opts.ClientCmd[0]}, opts.ClientCmd[1:]...)
+	args = append(args, "-config", cfgPath, "-out", opsPath)
+	p, err := tb.client.Start(tb.client.Command("nice", args...), filepath.Join(dir, "client.log"))
 	if err != nil {
 		return nil, fmt.Errorf("start workload client (%s): %w", strings.Join(opts.ClientCmd, " "), err)
 	}
