@@ -20,8 +20,9 @@ import (
 // bounded, and one this node noticed late because it was itself
 // descheduled, are excused, unless the owner has answered no forward at
 // all for SilenceLimit: then it is cut off (a partition black-holes it, or
-// it is frozen) as far as every caller can tell, and the timeout counts. docs/architecture.md ("Slow is not dead")
-// explains the rules for operators.
+// it is frozen) as far as every caller can tell, and the timeout counts.
+// docs/architecture.md ("Slow is not dead") explains the rules for
+// operators.
 
 // ForwardConfig tunes how long a non-owner waits for a group's owner.
 type ForwardConfig struct {
