@@ -46,8 +46,8 @@ func HotKeySuite() []Scenario {
 			FaultAvailability: 0.999, Owners: 1, targets: noNodes,
 			inject: func(context.Context, *testbed, []*Node) (func(context.Context) error, error) { return noHeal, nil }}),
 		run(Nemesis{Name: "hotkey-hogs", Summary: "issue 10 run (b): three CPU hogs on the machine (one in each node's namespace)",
-			FaultAvailability: 0.999, MaxP99: grayP99, Owners: 1, targets: allNodes, inject: hogs}),
+			FaultAvailability: 0.999, Owners: 1, targets: allNodes, inject: hogs}),
 		run(Nemesis{Name: "hotkey-stalls", Summary: "issue 10 run (c): the hogs, and every node in turn stopped 60ms every 200ms",
-			FaultAvailability: 0.999, MaxP99: grayP99, Owners: 1, targets: allNodes, inject: both(hogs, stalls)}),
+			FaultAvailability: 0.999, Owners: 1, targets: allNodes, inject: both(hogs, stalls)}),
 	}
 }

@@ -18,16 +18,16 @@ type Nemesis struct {
 	Owners int
 	Crash  bool
 	Stale  bool
+	// Starved: the fault leaves its targets too little CPU to answer their
+	// own callers; calls sent to them are reported, not judged
+	// (history.Event.Starved).
+	Starved bool
 	// FaultAvailability is the share of calls that must be answered within
 	// their deadline while the fault lasts: 0.999 when the client still
 	// reaches every node and Redis is up, 0.99 while Redis is down, not
 	// judged when a node is down or frozen (the calls the client sends it
 	// cannot be answered).
 	FaultAvailability float64
-	// MaxP99, when not zero, replaces the p99 ceiling: a node starved of
-	// CPU answers late by design, and the check is then that no caller
-	// waits past its deadline (the availability floor).
-	MaxP99 time.Duration
 	// targets picks the nodes the fault hits (the victim, every node, or
 	// none for a fault on Redis).
 	targets func(tb *testbed) []*Node

@@ -18,8 +18,11 @@ import (
 // owner reach its breaker: a refused or broken connection, or a timeout of
 // the owner's own latency budget. A timeout that the caller's deadline
 // bounded, and one this node noticed late because it was itself
-// descheduled, are excused. docs/architecture.md ("Slow is not dead")
-// explains the rules for operators.
+// descheduled, are excused, unless the owner has answered no forward at
+// all for SilenceLimit: then it is cut off (a partition black-holes it, or
+// it is frozen) as far as every caller can tell, and the timeout counts.
+// docs/architecture.md ("Slow is not dead") explains the rules for
+// operators.
 
 // ForwardConfig tunes how long a non-owner waits for a group's owner.
 type ForwardConfig struct {
@@ -43,20 +46,28 @@ type ForwardConfig struct {
 	// (descheduled, CPU-throttled, paused by GC) and excuses the owner.
 	// Default 5ms.
 	StallTolerance time.Duration
+	// SilenceLimit is how long an owner may answer no forward at all while
+	// forwards to it time out before a timeout the caller's deadline
+	// bounded counts against its breaker too (blame "silent"). A slow
+	// owner answers some forwards in time and is never silent; a
+	// black-holed or frozen one is, and its breaker opens instead of every
+	// caller waiting most of its deadline until gossip declares it dead.
+	// Default 1s; 0 never counts silence.
+	SilenceLimit time.Duration
 }
 
 // DefaultForwardConfig returns MinReserve 2ms, ReserveFraction 0.2,
-// MinTimeout 20ms, MaxTimeout 1s, StallTolerance 5ms.
+// MinTimeout 20ms, MaxTimeout 1s, StallTolerance 5ms, SilenceLimit 1s.
 func DefaultForwardConfig() ForwardConfig {
 	return ForwardConfig{MinReserve: 2 * time.Millisecond, ReserveFraction: 0.2, MinTimeout: 20 * time.Millisecond,
-		MaxTimeout: time.Second, StallTolerance: 5 * time.Millisecond}
+		MaxTimeout: time.Second, StallTolerance: 5 * time.Millisecond, SilenceLimit: time.Second}
 }
 
 // Validate reports whether c is usable. It changes nothing.
 func (c ForwardConfig) Validate() error {
 	switch {
-	case c.MinReserve < 0 || c.StallTolerance < 0:
-		return errors.New("cluster: forward reserve and stall tolerance must not be negative")
+	case c.MinReserve < 0 || c.StallTolerance < 0 || c.SilenceLimit < 0:
+		return errors.New("cluster: forward reserve, stall tolerance and silence limit must not be negative")
 	case !(c.ReserveFraction >= 0 && c.ReserveFraction < 1):
 		return fmt.Errorf("cluster: forward reserve fraction %v outside [0, 1)", c.ReserveFraction)
 	case c.MinTimeout <= 0 || c.MaxTimeout < c.MinTimeout:
@@ -133,6 +144,10 @@ func (c *Cluster) forwardBlame(ctx, fctx context.Context, addr string, err error
 	case callerBound:
 		// The owner may be slow, not dead; what it took is at least budget.
 		c.rtt.atLeast(addr, took)
+		if lim := c.cfg.Forward.SilenceLimit; lim > 0 && c.rtt.silent(addr, time.Now().Add(-took), lim) {
+			c.metrics.forwardTimeouts.WithLabelValues("silent").Inc()
+			return fmt.Errorf("owner answered nothing for over %s: %w", lim, err)
+		}
 		c.metrics.forwardTimeouts.WithLabelValues("caller").Inc()
 		return fmt.Errorf("caller's deadline bounded the wait: %w", breaker.ErrExcused)
 	default:
@@ -164,11 +179,15 @@ func blame(ctx context.Context, err error) error {
 }
 
 // rttTable keeps a smoothed round trip and its mean deviation per peer
-// address (Jacobson's estimator, as in TCP: gains 1/8 and 1/4). It is safe
-// for concurrent use; mu guards the map and every entry.
+// address (Jacobson's estimator, as in TCP: gains 1/8 and 1/4), and since
+// when each peer has left forwards unanswered. It is safe for concurrent
+// use; mu guards the maps and every entry.
 type rttTable struct {
 	mu    sync.Mutex
 	peers map[string]*rtt
+	// quiet is, per peer, when the first forward that timed out since its
+	// last answer started; a peer that answers is removed.
+	quiet map[string]time.Time
 }
 
 type rtt struct{ srtt, rttvar time.Duration }
@@ -178,11 +197,27 @@ type rtt struct{ srtt, rttvar time.Duration }
 // MinTimeout. Clusters are far smaller, so only address churn fills it.
 const maxPeersTracked = 1024
 
-// observe records a round trip of d to addr.
+// observe records a round trip of d to addr, which has just answered.
 func (t *rttTable) observe(addr string, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.observeLocked(addr, d)
+	delete(t.quiet, addr)
+}
+
+// silent records that a forward to addr started at start timed out, and
+// reports whether addr has answered nothing since longer than limit ago:
+// since the start of the first forward that timed out after its last
+// answer. An idle spell without forwards is not silence.
+func (t *rttTable) silent(addr string, start time.Time, limit time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.entryLocked(addr)
+	q, ok := t.quiet[addr]
+	if !ok {
+		t.quiet[addr], q = start, start
+	}
+	return time.Since(q) > limit
 }
 
 func (t *rttTable) observeLocked(addr string, d time.Duration) {
@@ -224,8 +259,8 @@ func (t *rttTable) timeout(addr string, lo, hi time.Duration) time.Duration {
 // entryLocked returns addr's entry, nil when there is none, making room
 // for one. t.mu must be held.
 func (t *rttTable) entryLocked(addr string) *rtt {
-	if t.peers == nil || len(t.peers) >= maxPeersTracked {
-		t.peers = make(map[string]*rtt)
+	if t.peers == nil || len(t.peers) >= maxPeersTracked || len(t.quiet) >= maxPeersTracked {
+		t.peers, t.quiet = make(map[string]*rtt), make(map[string]time.Time)
 	}
 	return t.peers[addr]
 }

@@ -163,6 +163,7 @@ func TestCluster_deadOwnerTripsBreakerFast(t *testing.T) {
 func TestCluster_shortDeadlineFallsBackBeforeIt(t *testing.T) {
 	const deadline, ownerTakes = 300 * time.Millisecond, time.Second
 	p := newSlowPair(t)
+	p.node().cfg.Forward.SilenceLimit = 0 // one caller's deadline, not an owner silent for long
 	p.tc.net.Delay(p.from, p.owner, ownerTakes)
 	n := breaker.DefaultConfig().ConsecutiveFailures + 1
 	for i := range n {
@@ -233,6 +234,66 @@ func TestCluster_silentOwnerWithoutCallerDeadline_opensBreaker(t *testing.T) {
 		}
 	}
 	p.wantBreaker(t, p.owner, breaker.Open)
+}
+
+// A black-holed owner and callers with deadlines: each caller still gets
+// its fallback before its deadline, and once the owner has answered
+// nothing for SilenceLimit the timeouts count, so its breaker opens and
+// later callers fall back at once instead of waiting most of their
+// deadline until gossip declares the owner dead.
+func TestCluster_silentOwnerWithCallerDeadline_opensBreaker(t *testing.T) {
+	p := newSlowPair(t)
+	p.node().cfg.Forward.SilenceLimit = 100 * time.Millisecond
+	p.node().cfg.Forward.StallTolerance = time.Hour // this test is not about stalls
+	p.tc.net.Blackhole(p.from, p.owner)
+	give := time.Now().Add(10 * time.Second)
+	for p.breakers.Get(p.owner).State() != breaker.Open {
+		if time.Now().After(give) {
+			t.Fatalf("breaker still %s after 10s of a silent owner (%v timeouts excused, %v silent)",
+				p.breakers.Get(p.owner).State(), p.timeouts("caller"), p.timeouts("silent"))
+		}
+		if d, _ := p.decide(t, 200*time.Millisecond); d.Fallback == nil { // fails the test past the deadline
+			t.Fatalf("no fallback from a black-holed owner: %+v", d)
+		}
+	}
+	if got := p.timeouts("silent"); got < float64(breaker.DefaultConfig().ConsecutiveFailures) {
+		t.Fatalf("%v timeouts blamed on silence, want at least %d", got, breaker.DefaultConfig().ConsecutiveFailures)
+	}
+	before := p.timeouts("caller") + p.timeouts("silent") + p.timeouts("local_stall")
+	if d, _ := p.decide(t, 200*time.Millisecond); d.Fallback == nil {
+		t.Fatalf("open breaker: %+v, want a fallback", d)
+	}
+	if after := p.timeouts("caller") + p.timeouts("silent") + p.timeouts("local_stall"); after != before {
+		t.Fatalf("open breaker: the caller still waited for a forward to time out")
+	}
+}
+
+// An owner that answers some forwards in time is not silent, however long
+// the others time out around them.
+func TestCluster_ownerAnsweringSomeIsNotSilent(t *testing.T) {
+	p := newSlowPair(t)
+	addr := serveGRPC(t, delayHandler{h: p.tc.nodes[p.owner].cluster, d: 150 * time.Millisecond})
+	pcfg := peer.DefaultClientConfig()
+	pcfg.LocalName = p.from
+	client, err := peer.NewClient(pcfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	p.node().deps.Forwarder = client
+	// Longer than one timed-out forward (80ms), shorter than the test.
+	p.node().cfg.Forward.SilenceLimit = 200 * time.Millisecond
+	p.node().cfg.Forward.StallTolerance = time.Hour
+	p.node().SetMembers(context.Background(), map[string]string{p.owner: addr, p.from: p.from})
+	start := time.Now()
+	for time.Since(start) < 5*p.node().cfg.Forward.SilenceLimit {
+		p.decide(t, 100*time.Millisecond) // the owner's 150ms is too slow for this caller
+		p.decide(t, time.Second)          // and in time for this one
+	}
+	p.wantBreaker(t, addr, breaker.Closed)
+	if got := p.timeouts("silent"); got != 0 {
+		t.Fatalf("%v timeouts blamed on silence from an owner that answers", got)
+	}
 }
 
 func TestCluster_forwardBudget(t *testing.T) {

@@ -20,7 +20,7 @@ type metrics struct {
 	// key) and op="decide_strict" (one script call per decision).
 	redisCommands *prometheus.CounterVec
 	// forwardTimeouts counts forwards that ended without an answer by
-	// whom forward.go blamed: owner, caller or local_stall.
+	// whom forward.go blamed: owner, caller, local_stall or silent.
 	forwardTimeouts *prometheus.CounterVec
 }
 
@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.forwardTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_forward_timeouts_total",
-		Help: "Forwards to an owner that ended without an answer, by blame: owner (its latency budget ran out; counts against its breaker), caller (the caller's deadline bounded the wait), local_stall (this node was descheduled past the deadline).",
+		Help: "Forwards to an owner that ended without an answer, by blame: owner (its latency budget ran out; counts against its breaker), caller (the caller's deadline bounded the wait), local_stall (this node was descheduled past the deadline), silent (the caller's deadline bounded the wait, but the owner has answered nothing for the silence limit; counts against its breaker).",
 	}, []string{"blame"})
 	m.redisCommands = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_redis_commands_total", Help: "Redis commands sent, by operation.",

@@ -171,9 +171,15 @@ func (c *checker) scanOps() {
 		case PhaseRecovery:
 			acc = &accs[2]
 		}
-		if gone.gone(o.Node, o.Invoke) {
+		switch {
+		case gone.gone(o.Node, o.Invoke):
 			acc.st.Drained++
-		} else {
+		case starved(r.Faults, o.Node, o.Invoke):
+			acc.st.Starved++
+			if o.Outcome.Answered() && o.Latency() <= h.Header.Deadline {
+				acc.st.StarvedAnswered++
+			}
+		default:
 			acc.add(o, h.Header.Deadline)
 		}
 		cost := max(o.Cost, 1)
@@ -540,6 +546,10 @@ func (c *checker) collect() {
 		if p.Drained > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s phase: %d calls sent to nodes that had left the cluster on purpose are not counted in availability",
 				p.Phase, p.Drained))
+		}
+		if p.Starved > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s phase: %d calls sent to nodes starved of CPU by the fault, %d (%.2f%%) of them answered within the deadline: reported, not counted in availability",
+				p.Phase, p.Starved, p.StarvedAnswered, 100*float64(p.StarvedAnswered)/float64(p.Starved)))
 		}
 		if p.Availability < p.Floor {
 			r.Violations = append(r.Violations, fmt.Sprintf("availability in the %s phase: %.2f%% of %d operations answered within the deadline, floor %.2f%%",

@@ -160,3 +160,47 @@ func TestCheck_callsToANodeThatLeftAreNotJudged(t *testing.T) {
 		t.Fatalf("healthy phase %+v, want the 100 calls to the departed node drained", st)
 	}
 }
+
+func TestCheck_callsToAStarvedNodeAreReportedNotJudged(t *testing.T) {
+	l := fast("lim", 100*time.Millisecond, 10)
+	h := exact(l, 10*sec)
+	cfg := DefaultConfig()
+	cfg.MinFaultAvailability = 0.999
+	for i := range 100 {
+		at := t0 + 2*sec + int64(i)*50*ms // 2s to 7s
+		h.Ops = append(h.Ops, history.Op{ID: int64(10000 + i), Node: "n2", Invoke: at, Complete: at + 250*ms,
+			Limits: keys("lim", ""), Cost: 1, Outcome: history.Timeout})
+	}
+	// A fault on n2 that is not Starved: its timeouts are judged.
+	fault := func(starved bool) []history.Event {
+		return []history.Event{
+			{Time: t0 + 2*sec - ms, Kind: history.FaultStart, ID: 1, Fault: "slow", Nodes: []string{"n2"}, Starved: starved},
+			{Time: t0 + 7*sec, Kind: history.FaultEnd, ID: 1, Fault: "slow", Nodes: []string{"n2"}},
+		}
+	}
+	h.Events = fault(false)
+	h.Sort()
+	if r := Check(h, cfg); r.OK() {
+		t.Fatal("100 timeouts at a throttled node passed without Starved")
+	}
+	// Starved: reported apart, and the other nodes' calls still judged.
+	h.Events = fault(true)
+	h.Sort()
+	r := Check(h, cfg)
+	mustPass(t, r)
+	st := r.Phase(PhaseFault)
+	if st.Starved != 100 || st.StarvedAnswered != 0 || st.Timeouts != 0 {
+		t.Fatalf("fault phase %+v, want the 100 calls to the starved node reported apart", st)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), "100 calls sent to nodes starved of CPU") {
+		t.Errorf("notes do not report the starved calls: %q", r.Notes)
+	}
+	// A timeout at another node during the same fault still fails it.
+	at := t0 + 3*sec
+	h.Ops = append(h.Ops, history.Op{ID: 20000, Node: "n1", Invoke: at, Complete: at + 250*ms,
+		Limits: keys("lim", ""), Cost: 1, Outcome: history.Timeout})
+	h.Sort()
+	if r := Check(h, cfg); r.OK() {
+		t.Error("a timeout at a node the fault did not starve passed")
+	}
+}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -38,6 +39,9 @@ type Fault struct {
 	// Stale: the touched nodes come back with memory that may be out of
 	// date.
 	Stale bool
+	// Starved: calls sent to the touched nodes while the fault lasts are
+	// reported apart from availability (history.Event.Starved).
+	Starved bool
 	// Start and End are Unix nanoseconds. A fault never healed ends with
 	// the history (Ended is false).
 	Start, End int64
@@ -61,7 +65,7 @@ func pairFaults(events []history.Event, end int64) (faults []Fault, notes []stri
 			owners := max(e.Owners, 1)
 			open[e.ID] = append(open[e.ID], len(faults))
 			faults = append(faults, Fault{ID: e.ID, Name: e.Fault, Nodes: e.Nodes,
-				Owners: owners, Crash: e.Crash, Stale: e.Stale, Start: e.Time})
+				Owners: owners, Crash: e.Crash, Stale: e.Stale, Starved: e.Starved, Start: e.Time})
 		case history.FaultEnd:
 			q := open[e.ID]
 			if len(q) == 0 {
@@ -114,6 +118,16 @@ func (d departures) gone(node string, t int64) bool {
 	return false
 }
 
+// starved reports whether node was starved of CPU by a Starved fault at t.
+func starved(faults []Fault, node string, t int64) bool {
+	for _, f := range faults {
+		if f.Starved && t >= f.Start && t <= f.End && slices.Contains(f.Nodes, node) {
+			return true
+		}
+	}
+	return false
+}
+
 // phaseAt returns the phase of an operation invoked at t.
 func phaseAt(faults []Fault, recovery time.Duration, t int64) Phase {
 	p := PhaseHealthy
@@ -141,6 +155,10 @@ type PhaseStats struct {
 	// Drained counts the operations sent to a node that had left the
 	// cluster on purpose (history.NodeLeft): not in Ops, not judged.
 	Drained int
+	// Starved counts the operations sent to a node a Starved fault left
+	// without CPU, while it lasted: not in Ops, not judged; StarvedAnswered
+	// of them were answered within the deadline.
+	Starved, StarvedAnswered int
 	// Availability is Answered / Ops (1 when Ops is 0).
 	Availability float64
 	// P50, P99 and Max are latencies of the allowed and denied operations

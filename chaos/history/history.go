@@ -123,6 +123,13 @@ type Event struct {
 	// with memory that may be out of date (a frozen process): the checker
 	// applies the state-survival check when the fault ends.
 	Stale bool `json:"stale,omitempty"`
+	// Starved marks a FaultStart that leaves the touched nodes too little
+	// CPU to answer their own callers in time (a node throttled to a few
+	// percent of a CPU): the checker reports the calls sent to them while
+	// the fault lasts apart from availability, as a load balancer's
+	// outlier detection would have sent them elsewhere. Calls to every
+	// other node are judged as usual.
+	Starved bool `json:"starved,omitempty"`
 	// Members is, for a Members event, how many members the node counted.
 	Members int `json:"members,omitempty"`
 }
