@@ -83,7 +83,7 @@ func grayNemeses() []Nemesis {
 		{
 			Name:              "flapping-partition",
 			Summary:           "the hot tenant's owner is cut off from the other nodes and healed again every 2s",
-			FaultAvailability: 0.999,
+			FaultAvailability: 0.99,
 			Owners:            2,
 			Stale:             true,
 			targets:           victim,
