@@ -88,11 +88,11 @@ func (c *Clock) localNanos() int64 {
 }
 
 // Now returns the current time on the Redis time base, in Unix
-// nanoseconds (the unit of every TAT): local time plus the offset. From the first successful Sync
-// on it never returns less than a value it returned before, so TATs never
-// see time go backwards when a resync shrinks the offset: Now then stands
-// still until the new time catches up. (Standing still only makes
-// decisions stricter.)
+// nanoseconds (the unit of every TAT): local time plus the offset. From
+// the first successful Sync on it never returns less than a value it
+// returned before, so TATs never see time go backwards when a resync
+// shrinks the offset: Now then stands still until the new time catches
+// up. (Standing still only makes decisions stricter.)
 //
 // Before the first successful Sync, Now is the local clock, which is not
 // on the Redis time base; the first Sync may then move it either way.
