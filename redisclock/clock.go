@@ -16,7 +16,8 @@ import (
 
 // Source tells the Redis server's time. *redisbackend.Backend satisfies it.
 type Source interface {
-	// Time returns the server's TIME in microseconds, bounded by ctx.
+	// Time returns the server's TIME in Unix nanoseconds (the time base of
+	// every TAT), bounded by ctx.
 	Time(ctx context.Context) (int64, error)
 }
 
@@ -39,10 +40,10 @@ type Clock struct {
 	// epoch is local() at New; local time is measured as the duration
 	// since it, which uses Go's monotonic clock when local is time.Now, so
 	// a step of the node's wall clock does not move Now.
-	epoch       time.Time
-	epochMicros int64
+	epoch      time.Time
+	epochNanos int64
 
-	offset atomic.Int64 // Redis time - local time, microseconds
+	offset atomic.Int64 // Redis time - local time, nanoseconds
 	synced atomic.Bool  // set after the first successful Sync
 	floor  atomic.Int64 // largest value Now returned since synced
 
@@ -76,29 +77,29 @@ func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, re
 	epoch := local()
 	return &Clock{
 		cfg: cfg, src: src, local: local, logger: logger, m: m,
-		epoch: epoch, epochMicros: epoch.UnixMicro(),
+		epoch: epoch, epochNanos: epoch.UnixNano(),
 	}, nil
 }
 
-// localMicros is the local clock in Unix microseconds, advanced
+// localNanos is the local clock in Unix nanoseconds, advanced
 // monotonically from the epoch.
-func (c *Clock) localMicros() int64 {
-	return c.epochMicros + c.local().Sub(c.epoch).Microseconds()
+func (c *Clock) localNanos() int64 {
+	return c.epochNanos + int64(c.local().Sub(c.epoch))
 }
 
 // Now returns the current time on the Redis time base, in Unix
-// microseconds: local time plus the offset. From the first successful Sync
-// on it never returns less than a value it returned before, so TATs never
-// see time go backwards when a resync shrinks the offset: Now then stands
-// still until the new time catches up. (Standing still only makes
-// decisions stricter.)
+// nanoseconds (the unit of every TAT): local time plus the offset. From
+// the first successful Sync on it never returns less than a value it
+// returned before, so TATs never see time go backwards when a resync
+// shrinks the offset: Now then stands still until the new time catches
+// up. (Standing still only makes decisions stricter.)
 //
 // Before the first successful Sync, Now is the local clock, which is not
 // on the Redis time base; the first Sync may then move it either way.
 // Callers must not decide with it before [Clock.Synced] is true.
 func (c *Clock) Now() int64 {
 	synced := c.synced.Load() // before offset: synced implies the offset is set
-	t := c.localMicros() + c.offset.Load()
+	t := c.localNanos() + c.offset.Load()
 	if !synced {
 		return t
 	}
@@ -115,7 +116,7 @@ func (c *Clock) Now() int64 {
 
 // Offset returns the current estimate of Redis time minus local time.
 func (c *Clock) Offset() time.Duration {
-	return time.Duration(c.offset.Load()) * time.Microsecond
+	return time.Duration(c.offset.Load())
 }
 
 // Synced reports whether a Sync has succeeded at least once.
@@ -141,16 +142,16 @@ func (c *Clock) Sync(ctx context.Context) error {
 	}
 	c.offset.Store(best.offset)
 	first := !c.synced.Swap(true)
-	c.m.offset.Set(float64(best.offset) / 1e6)
-	c.m.rtt.Set(float64(best.rtt) / 1e6)
+	c.m.offset.Set(time.Duration(best.offset).Seconds())
+	c.m.rtt.Set(time.Duration(best.rtt).Seconds())
 	if first || c.failing {
 		c.failing = false
-		c.logger.Info("redis clock synced", "offset", c.Offset(), "rtt", time.Duration(best.rtt)*time.Microsecond)
+		c.logger.Info("redis clock synced", "offset", c.Offset(), "rtt", time.Duration(best.rtt))
 	}
 	return nil
 }
 
-// sample is one TIME measurement, in microseconds.
+// sample is one TIME measurement, in nanoseconds.
 type sample struct {
 	rtt    int64
 	offset int64
@@ -187,15 +188,15 @@ func (c *Clock) bestSample(ctx context.Context) (sample, error) {
 func (c *Clock) sampleOnce(ctx context.Context) (sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	t0 := c.localMicros()
+	t0 := c.localNanos()
 	server, err := c.src.Time(ctx)
-	t1 := c.localMicros()
+	t1 := c.localNanos()
 	if err != nil {
 		return sample{}, err
 	}
 	rtt := t1 - t0
 	if rtt < 0 {
-		return sample{}, fmt.Errorf("local clock went back %dus during a sample", -rtt)
+		return sample{}, fmt.Errorf("redisclock: local clock went back %s during a sample", time.Duration(-rtt))
 	}
 	return sample{rtt: rtt, offset: server - (t0 + rtt/2)}, nil
 }

@@ -22,7 +22,8 @@ type fakeClock struct {
 	t  time.Time
 }
 
-func newFakeClock(us int64) *fakeClock { return &fakeClock{t: time.UnixMicro(us)} }
+// newFakeClock starts at ns Unix nanoseconds.
+func newFakeClock(ns int64) *fakeClock { return &fakeClock{t: time.Unix(0, ns)} }
 
 func (f *fakeClock) Now() time.Time {
 	f.mu.Lock()
@@ -30,14 +31,14 @@ func (f *fakeClock) Now() time.Time {
 	return f.t
 }
 
-func (f *fakeClock) Set(us int64) {
+func (f *fakeClock) Set(ns int64) {
 	f.mu.Lock()
-	f.t = time.UnixMicro(us)
+	f.t = time.Unix(0, ns)
 	f.mu.Unlock()
 }
 
 // step is one scripted TIME answer: the local clock reads t1 when it
-// returns, and it returns redis or err.
+// returns, and it returns redis or err. Times are Unix nanoseconds.
 type step struct {
 	t1    int64
 	redis int64
@@ -85,12 +86,13 @@ func TestClock_Sync_offsetFromOneSample(t *testing.T) {
 		wantOffset     int64
 		wantRTTSeconds float64
 	}{
-		{"zero rtt", 1_000, 5_000, 1_000, 4_000, 0},
-		{"redis ahead", 1_000_000, 1_000_550, 1_000_100, 500, 100e-6},
-		{"redis behind", 10_000_000, 7_000_000, 10_000_200, -3_000_100, 200e-6},
-		{"odd rtt truncates the midpoint", 1_000, 1_000, 1_101, -50, 101e-6},
-		{"equal clocks", 1_767_225_600_000_000, 1_767_225_600_000_250, 1_767_225_600_000_500, 0, 500e-6},
-		{"one microsecond apart", 1_767_225_600_000_000, 1_767_225_600_000_001, 1_767_225_600_000_000, 1, 0},
+		{"zero rtt", 1_000_000, 5_000_000, 1_000_000, 4_000_000, 0},
+		{"redis ahead", 1_000_000_000, 1_000_550_000, 1_000_100_000, 500_000, 100e-6},
+		{"redis behind", 10_000_000_000, 7_000_000_000, 10_000_200_000, -3_000_100_000, 200e-6},
+		{"odd rtt truncates the midpoint", 1_000, 1_000, 1_101, -50, 101e-9},
+		{"equal clocks", 1_767_225_600_000_000_000, 1_767_225_600_000_250_000, 1_767_225_600_000_500_000, 0, 500e-6},
+		{"one nanosecond apart", 1_767_225_600_000_000_000, 1_767_225_600_000_000_001, 1_767_225_600_000_000_000, 1, 0},
+		{"sub-microsecond rtt", 1_767_225_600_000_000_000, 1_767_225_600_000_900_000, 1_767_225_600_000_000_300, 899_850, 300e-9},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -104,8 +106,8 @@ func TestClock_Sync_offsetFromOneSample(t *testing.T) {
 			if err := c.Sync(t.Context()); err != nil {
 				t.Fatalf("sync: %v", err)
 			}
-			if got := c.Offset(); got != time.Duration(tc.wantOffset)*time.Microsecond {
-				t.Errorf("offset = %s, want %dus", got, tc.wantOffset)
+			if got, want := c.Offset(), time.Duration(tc.wantOffset); got != want {
+				t.Errorf("offset = %s, want %s", got, want)
 			}
 			if got, want := c.Now(), tc.t1+tc.wantOffset; got != want {
 				t.Errorf("Now = %d, want %d", got, want)
@@ -116,7 +118,7 @@ func TestClock_Sync_offsetFromOneSample(t *testing.T) {
 			if got := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_rtt_seconds")); got != tc.wantRTTSeconds {
 				t.Errorf("rtt gauge = %g, want %g", got, tc.wantRTTSeconds)
 			}
-			if got, want := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_offset_seconds")), float64(tc.wantOffset)/1e6; got != want {
+			if got, want := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_offset_seconds")), time.Duration(tc.wantOffset).Seconds(); got != want {
 				t.Errorf("offset gauge = %g, want %g", got, want)
 			}
 		})
@@ -151,12 +153,12 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) prometheus.Colle
 }
 
 func TestClock_Sync_choosesLowestRTT(t *testing.T) {
-	clk := newFakeClock(1_000)
+	clk := newFakeClock(1_000_000)
 	// Back-to-back samples: each starts where the previous ended.
 	src := &fakeSource{clock: clk, steps: []step{
-		{t1: 1_300, redis: 9_999},           // rtt 300, offset 9_999-1_150 = 8_849
-		{t1: 1_350, redis: 1_325 + 7_000},   // rtt 50, offset 7_000
-		{t1: 1_550, redis: 1_450 + 123_456}, // rtt 200, offset 123_456
+		{t1: 1_300_000, redis: 9_999_000},               // rtt 300us, offset 9_999_000-1_150_000 = 8_849_000
+		{t1: 1_350_000, redis: 1_325_000 + 7_000_000},   // rtt 50us, offset 7ms
+		{t1: 1_550_000, redis: 1_450_000 + 123_456_000}, // rtt 200us, offset 123.456ms
 	}}
 	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
@@ -171,12 +173,12 @@ func TestClock_Sync_choosesLowestRTT(t *testing.T) {
 }
 
 func TestClock_Sync_failedSamplesSkipped(t *testing.T) {
-	clk := newFakeClock(1_000)
+	clk := newFakeClock(1_000_000)
 	boom := errors.New("boom")
 	src := &fakeSource{clock: clk, steps: []step{
-		{t1: 1_010, err: boom}, // fast but failed: must not count
-		{t1: 1_210, redis: 1_110 + 42},
-		{t1: 1_220, err: boom},
+		{t1: 1_010_000, err: boom}, // fast but failed: must not count
+		{t1: 1_210_000, redis: 1_110_000 + 42_000},
+		{t1: 1_220_000, err: boom},
 	}}
 	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
@@ -188,15 +190,15 @@ func TestClock_Sync_failedSamplesSkipped(t *testing.T) {
 }
 
 func TestClock_Sync_errorKeepsOffset(t *testing.T) {
-	clk := newFakeClock(1_000)
+	clk := newFakeClock(1_000_000)
 	boom := errors.New("redis down")
-	src := &fakeSource{clock: clk, steps: []step{{t1: 1_000, redis: 6_000}, {t1: 1_000, err: boom}}}
+	src := &fakeSource{clock: clk, steps: []step{{t1: 1_000_000, redis: 6_000_000}, {t1: 1_000_000, err: boom}}}
 	reg := prometheus.NewRegistry()
 	c := mustNew(t, cfgSamples(2), src, clk.Now, reg)
 	if err := c.Sync(t.Context()); err != nil { // one of two samples failed: still a sync
 		t.Fatalf("sync: %v", err)
 	}
-	src.push(step{t1: 2_000, err: boom}, step{t1: 3_000, err: boom})
+	src.push(step{t1: 2_000_000, err: boom}, step{t1: 3_000_000, err: boom})
 	err := c.Sync(t.Context())
 	if !errors.Is(err, boom) {
 		t.Fatalf("sync error = %v, want it to wrap %v", err, boom)
@@ -207,8 +209,8 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 	if !c.Synced() {
 		t.Error("a failure must not unset Synced")
 	}
-	if got := c.Now(); got != 3_000+5_000 {
-		t.Errorf("Now = %d, want local 3000 + old offset 5000", got)
+	if got := c.Now(); got != 3_000_000+5_000_000 {
+		t.Errorf("Now = %d, want local 3000000 + old offset 5000000", got)
 	}
 	if got := testutil.ToFloat64(gauge(t, reg, "weir_redis_clock_sync_errors_total")); got != 1 {
 		t.Errorf("sync errors = %g, want 1", got)
@@ -216,7 +218,7 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 }
 
 func TestClock_Sync_neverSyncedFails(t *testing.T) {
-	clk := newFakeClock(1_000)
+	clk := newFakeClock(1_000_000)
 	src := &fakeSource{clock: clk} // every call fails
 	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err == nil {
@@ -225,25 +227,25 @@ func TestClock_Sync_neverSyncedFails(t *testing.T) {
 	if c.Synced() || c.Offset() != 0 {
 		t.Errorf("synced=%v offset=%s, want false and 0", c.Synced(), c.Offset())
 	}
-	if got := c.Now(); got != 1_000 {
-		t.Errorf("Now before any sync = %d, want the local 1000", got)
+	if got := c.Now(); got != 1_000_000 {
+		t.Errorf("Now before any sync = %d, want the local 1000000", got)
 	}
 }
 
 func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
-	clk := newFakeClock(1_000_000)
+	clk := newFakeClock(1_000_000_000)
 	src := &fakeSource{clock: clk, steps: []step{
-		{t1: 1_000_000, redis: 1_010_000}, // offset +10ms
-		{t1: 1_002_000, redis: 1_001_500}, // offset 0 (t0 1_001_000): 10ms less than before
+		{t1: 1_000_000_000, redis: 1_010_000_000}, // offset +10ms
+		{t1: 1_002_000_000, redis: 1_001_500_000}, // offset 0 (t0 1_001_000_000): 10ms less than before
 	}}
 	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	clk.Set(1_001_000)
+	clk.Set(1_001_000_000)
 	high := c.Now()
-	if high != 1_011_000 {
-		t.Fatalf("Now = %d, want 1011000", high)
+	if high != 1_011_000_000 {
+		t.Fatalf("Now = %d, want 1011000000", high)
 	}
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
@@ -251,44 +253,44 @@ func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
 	if c.Offset() != 0 {
 		t.Fatalf("offset = %s, want 0", c.Offset())
 	}
-	for _, local := range []int64{1_002_000, 1_010_999, 1_011_000} {
+	for _, local := range []int64{1_002_000_000, 1_010_999_999, 1_011_000_000} {
 		clk.Set(local)
 		if got := c.Now(); got != high {
 			t.Errorf("local %d: Now = %d, want it held at %d", local, got, high)
 		}
 	}
-	clk.Set(1_011_001)
-	if got := c.Now(); got != 1_011_001 {
-		t.Errorf("Now = %d, want 1011001 once time caught up", got)
+	clk.Set(1_011_000_001)
+	if got := c.Now(); got != 1_011_000_001 {
+		t.Errorf("Now = %d, want 1011000001 once time caught up", got)
 	}
 }
 
 func TestClock_Now_localClockBackwardsHeld(t *testing.T) {
-	clk := newFakeClock(5_000)
-	src := &fakeSource{clock: clk, steps: []step{{t1: 5_000, redis: 5_000}}}
+	clk := newFakeClock(5_000_000)
+	src := &fakeSource{clock: clk, steps: []step{{t1: 5_000_000, redis: 5_000_000}}}
 	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Now(); got != 5_000 {
+	if got := c.Now(); got != 5_000_000 {
 		t.Fatalf("Now = %d", got)
 	}
-	clk.Set(4_999)
-	if got := c.Now(); got != 5_000 {
-		t.Errorf("Now after the local clock went back 1us = %d, want 5000", got)
+	clk.Set(4_999_999)
+	if got := c.Now(); got != 5_000_000 {
+		t.Errorf("Now after the local clock went back 1ns = %d, want 5000000", got)
 	}
 }
 
 func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
-	clk := newFakeClock(1_000_000)
+	clk := newFakeClock(1_000_000_000)
 	src := &fakeSource{clock: clk}
 	for i := range int64(200) {
 		// Offsets alternate between +1ms and -1ms while time advances 10us.
-		off := int64(1_000)
+		off := int64(1_000_000)
 		if i%2 == 1 {
-			off = -1_000
+			off = -1_000_000
 		}
-		t1 := 1_000_000 + 10*i
+		t1 := 1_000_000_000 + 10_000*i
 		src.push(step{t1: t1, redis: t1 + off})
 	}
 	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
@@ -331,10 +333,10 @@ func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
 }
 
 func TestClock_Run_resamplesUntilCancelled(t *testing.T) {
-	clk := newFakeClock(1_000)
+	clk := newFakeClock(1_000_000)
 	src := &fakeSource{clock: clk}
 	for range 1000 {
-		src.push(step{t1: 1_000, redis: 3_000})
+		src.push(step{t1: 1_000_000, redis: 3_000_000})
 	}
 	cfg := redisclock.DefaultConfig()
 	cfg.Interval = time.Millisecond

@@ -13,6 +13,12 @@
 // up, which only makes decisions stricter. While Redis is unreachable the
 // last good offset stays in use.
 //
+// Units: every instant here (Source.Time, Now) is in Unix nanoseconds,
+// the unit of every TAT (see package gcra), and the offset is a
+// time.Duration. Redis TIME has microsecond resolution, so the server's
+// readings are whole microseconds; Now advances by the local clock's
+// nanoseconds between them.
+//
 // On a Redis Cluster the masters' clocks differ as their hosts' do, so
 // [ClientSource] always asks the master serving the slot of [PinKey]: every
 // node, and every resync, reads the same server clock.
@@ -23,7 +29,7 @@
 //	clk, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, logger, reg)
 //	if err := clk.Sync(ctx); err != nil { ... } // before owning any group
 //	go clk.Run(ctx)                              // resample every Interval
-//	now := clk.Now()                             // microseconds, Redis time base
+//	now := clk.Now()                             // Unix nanoseconds, Redis time base
 //
 // Caller's duties:
 //

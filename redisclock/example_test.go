@@ -12,11 +12,11 @@ import (
 type constSource struct{ local func() time.Time }
 
 func (s constSource) Time(context.Context) (int64, error) {
-	return s.local().Add(250 * time.Millisecond).UnixMicro(), nil
+	return s.local().Add(250 * time.Millisecond).UnixNano(), nil
 }
 
 func ExampleClock() {
-	local := func() time.Time { return time.UnixMicro(1_767_225_600_000_000) } // a stopped clock
+	local := func() time.Time { return time.Unix(0, 1_767_225_600_000_000_000) } // a stopped clock
 	clk, err := redisclock.New(redisclock.DefaultConfig(), constSource{local}, local, nil, nil)
 	if err != nil {
 		fmt.Println("new:", err)
@@ -27,5 +27,5 @@ func ExampleClock() {
 		return
 	}
 	fmt.Println(clk.Synced(), clk.Offset(), clk.Now())
-	// Output: true 250ms 1767225600250000
+	// Output: true 250ms 1767225600250000000
 }

@@ -21,7 +21,7 @@ func TestClock_Sync_realRedis(t *testing.T) {
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
-	const slack = 3_000 // us: the sample's rtt/2 plus scheduling noise under -race
+	const slack = int64(3 * time.Millisecond) // the sample's rtt/2 plus scheduling noise under -race
 	before := c.Now()
 	server, err := be.Time(t.Context())
 	if err != nil {
@@ -29,8 +29,8 @@ func TestClock_Sync_realRedis(t *testing.T) {
 	}
 	after := c.Now()
 	if server < before-slack || server > after+slack {
-		t.Errorf("redis TIME %d outside [Now before - %dus, Now after + %dus] = [%d, %d]",
-			server, slack, slack, before-slack, after+slack)
+		t.Errorf("redis TIME %d outside [Now before - %s, Now after + %s] = [%d, %d]",
+			server, time.Duration(slack), time.Duration(slack), before-slack, after+slack)
 	}
 }
 
@@ -63,6 +63,39 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	}
 	if err := c.Sync(t.Context()); err != nil {
 		t.Errorf("sync after resume: %v", err)
+	}
+}
+
+// ClientSource and redisbackend.Backend read the same server's TIME in the
+// same unit, Unix nanoseconds: a reading through one falls between two
+// readings through the other.
+func TestClientSource_nanosecondsLikeTheBackend(t *testing.T) {
+	srv := redistest.Start(t)
+	be, err := redisbackend.New(srv.Client(), redisbackend.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := redisclock.NewClientSource(srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := be.Time(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := src.Time(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := be.Time(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < before || got > after {
+		t.Errorf("ClientSource TIME %d outside the backend's [%d, %d]", got, before, after)
+	}
+	if got%int64(time.Microsecond) != 0 {
+		t.Errorf("ClientSource TIME %d is not whole microseconds", got)
 	}
 }
 

@@ -36,7 +36,8 @@ func NewClientSource(client redis.UniversalClient) (*ClientSource, error) {
 	return &ClientSource{client: client}, nil
 }
 
-// Time returns the pinned server's TIME in Unix microseconds.
+// Time returns the pinned server's TIME in Unix nanoseconds (whole
+// microseconds: Redis TIME has no finer resolution).
 func (s *ClientSource) Time(ctx context.Context) (int64, error) {
 	var server redis.Cmdable = s.client
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
@@ -50,5 +51,5 @@ func (s *ClientSource) Time(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("redisclock: time: %w", err)
 	}
-	return t.UnixMicro(), nil
+	return t.UnixNano(), nil
 }

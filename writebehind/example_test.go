@@ -19,7 +19,7 @@ func (printSink) StoreTATs(_ context.Context, tats []redisbackend.TAT) error {
 }
 
 func ExampleWriter() {
-	now := func() int64 { return 1_767_225_600_000_000_000 } // ns; in production: a redisclock.Clock's Now, scaled
+	now := func() int64 { return 1_767_225_600_000_000_000 } // ns; in production: a redisclock.Clock's Now
 	w, err := writebehind.New(writebehind.DefaultConfig(), printSink{}, now, nil, nil)
 	if err != nil {
 		fmt.Println(err)

@@ -82,8 +82,8 @@ type Writer struct {
 
 // New returns a Writer storing into sink. now returns the current time in
 // nanoseconds on the TATs' time base (Redis time, e.g. a redisclock.Clock's
-// Now scaled to nanoseconds); it stamps each batch as TAT.Now, which sets the keys' expiry, and
-// dates marks for the lag metric. It must be cheap and safe for concurrent
+// Now); it stamps each batch as TAT.Now, which sets the keys' expiry,
+// and dates marks for the lag metric. It must be cheap and safe for concurrent
 // use. Metrics are registered on reg (nil: not registered); logger (nil:
 // discarded) receives flush failures and recoveries, once per transition.
 //

@@ -59,7 +59,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 			return nil, err
 		}
 		deps.Redis, deps.WriteBehind = b, wb
-		st.now = func() time.Time { return time.UnixMicro(clock.Now()) }
+		st.now = func() time.Time { return time.Unix(0, clock.Now()) }
 		st.clock = clock
 	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
@@ -112,8 +112,7 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err := clock.Sync(syncCtx); err != nil {
 		n.logger.Warn("redis not reachable at start; using the local clock until it is", "err", err)
 	}
-	wbNow := func() int64 { return clock.Now() * int64(time.Microsecond) } // TATs are in nanoseconds
-	wb, err := writebehind.New(writebehind.DefaultConfig(), b, wbNow, n.logger, reg)
+	wb, err := writebehind.New(writebehind.DefaultConfig(), b, clock.Now, n.logger, reg) // both in Unix nanoseconds
 	if err != nil {
 		return nil, nil, nil, err
 	}
