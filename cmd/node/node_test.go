@@ -141,11 +141,14 @@ func TestNode_redis_seedTraceOverGRPC(t *testing.T) {
 	policyPath := slowPolicy(t)
 	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath)
 	checkSlowTrace(t, c, "tenant", "demo", "user", "u7")
-	// The owner persists TATs write-behind; once Redis holds the key, a
-	// second node on the same Redis (a cluster of its own) loads it before
-	// deciding and grants no new burst.
+	// The owner persists TATs write-behind, each admission's in its own
+	// flush or later; once Redis holds the TAT of all three (36 minutes
+	// ahead, so its TTL passes 30 minutes), a second node on the same Redis
+	// (a cluster of its own) loads it before deciding and grants no new
+	// burst. Waiting only for the key to exist let the second node load the
+	// TAT of the first admission.
 	waitFor(t, 5*time.Second, func() bool {
-		return srv.Client().Exists(context.Background(), "weir:{demo}:per-user:demo:u7").Val() == 1
+		return srv.Client().PTTL(context.Background(), "weir:{demo}:per-user:demo:u7").Val() > 30*time.Minute
 	})
 	_, c2 := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath)
 	if r := decide(t, c2, 1, "tenant", "demo", "user", "u7"); r.Allowed {
