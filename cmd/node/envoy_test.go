@@ -86,8 +86,6 @@ func TestNode_answersImportedEnvoyConfig(t *testing.T) {
 	c := rlsClient(t, n)
 
 	const (
-		ok   = rlsv3.RateLimitResponse_OK
-		over = rlsv3.RateLimitResponse_OVER_LIMIT
 		sec  = rlsv3.RateLimitResponse_RateLimit_SECOND
 		min  = rlsv3.RateLimitResponse_RateLimit_MINUTE
 		hour = rlsv3.RateLimitResponse_RateLimit_HOUR
@@ -115,21 +113,62 @@ func TestNode_answersImportedEnvoyConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			calls := max(tt.passes+1, 6)
-			for i := range calls {
-				resp := shouldRateLimit(t, c, tt.domain, tt.kv...)
-				want := ok
-				if tt.passes >= 0 && i >= tt.passes {
-					want = over
-				}
-				st := resp.GetStatuses()[0]
-				if st.GetCode() != want {
-					t.Fatalf("call %d: %v, want %v", i, st, want)
-				}
-				if cl := st.GetCurrentLimit(); cl.GetRequestsPerUnit() != tt.perUnit || cl.GetUnit() != tt.unit {
-					t.Fatalf("current_limit = %v, want %d per %v", cl, tt.perUnit, tt.unit)
-				}
-			}
+			checkRLSCalls(t, c, tt.domain, tt.kv, tt.passes, tt.perUnit, tt.unit)
 		})
+	}
+}
+
+// rlsUnit is how long an Envoy rate limit unit lasts.
+func rlsUnit(t *testing.T, u rlsv3.RateLimitResponse_RateLimit_Unit) time.Duration {
+	t.Helper()
+	switch u {
+	case rlsv3.RateLimitResponse_RateLimit_SECOND:
+		return time.Second
+	case rlsv3.RateLimitResponse_RateLimit_MINUTE:
+		return time.Minute
+	case rlsv3.RateLimitResponse_RateLimit_HOUR:
+		return time.Hour
+	case rlsv3.RateLimitResponse_RateLimit_DAY:
+		return 24 * time.Hour
+	}
+	t.Fatalf("unit %v", u)
+	return 0
+}
+
+// checkRLSCalls calls until the limit (perUnit per unit, burst perUnit)
+// answers OVER_LIMIT: the first passes calls must pass, and every unit that
+// came back while the calls ran (one per unit/perUnit, which on a loaded
+// machine a run of 120 calls can outlast) may let one more pass. With
+// passes -1 it checks that six calls all pass. Every answer must name the
+// limit.
+func checkRLSCalls(t *testing.T, c rlsv3.RateLimitServiceClient, domain string, kv []string, passes int, perUnit uint32, unit rlsv3.RateLimitResponse_RateLimit_Unit) {
+	t.Helper()
+	start := time.Now()
+	for i := 0; ; i++ {
+		st := shouldRateLimit(t, c, domain, kv...).GetStatuses()[0]
+		if cl := st.GetCurrentLimit(); cl.GetRequestsPerUnit() != perUnit || cl.GetUnit() != unit {
+			t.Fatalf("current_limit = %v, want %d per %v", cl, perUnit, unit)
+		}
+		code := st.GetCode()
+		if passes < 0 {
+			if code != rlsv3.RateLimitResponse_OK {
+				t.Fatalf("call %d: %v, want OK", i, st)
+			}
+			if i == 5 {
+				return
+			}
+			continue
+		}
+		refilled := int(time.Since(start) / (rlsUnit(t, unit) / time.Duration(perUnit)))
+		switch {
+		case code == rlsv3.RateLimitResponse_OVER_LIMIT && i < passes:
+			t.Fatalf("call %d: %v, want OK for the first %d", i, st, passes)
+		case code == rlsv3.RateLimitResponse_OVER_LIMIT:
+			return
+		case code != rlsv3.RateLimitResponse_OK:
+			t.Fatalf("call %d: %v", i, st)
+		case i >= passes+refilled:
+			t.Fatalf("call %d: %v, want OVER_LIMIT after %d (+%d refilled in %s)", i, st, passes, refilled, time.Since(start))
+		}
 	}
 }

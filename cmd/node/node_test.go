@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,40 +62,95 @@ func decide(t *testing.T, c weirv1.RateLimiterClient, cost int64, kv ...string) 
 	return resp
 }
 
-// checkSeedTrace sends the seed's four requests at (nearly) one instant to a
-// 5/s burst 3 limit: three pass with 2, 1, 0 left, the fourth waits ~200ms.
-func checkSeedTrace(t *testing.T, c weirv1.RateLimiterClient, kv ...string) {
+// checkSeedTrace runs the seed's trace against the built-in per-user limit
+// (5/s, burst 3) for a user of tenant demo: four requests at (nearly) one
+// instant, three pass with 2, 1, 0 left, the fourth waits ~200ms. The node
+// stamps each request with its own clock, so those figures hold only while
+// the four stamps lie within 200ms; a run the machine stretched past that
+// proves nothing and is repeated on a fresh user.
+func checkSeedTrace(t *testing.T, c weirv1.RateLimiterClient) {
 	t.Helper()
+	const tries = 20
+	for i := range tries {
+		if checkTrace(t, c, 200*time.Millisecond, "tenant", "demo", "user", fmt.Sprintf("seed%d", i)) {
+			return
+		}
+	}
+	t.Fatalf("no four calls ran within 200ms in %d tries", tries)
+}
+
+// checkTrace sends four requests of cost 1, back to back, to a fresh key of
+// a limit of burst 3 whose interval (1/rate) is given: three pass with 2, 1,
+// 0 left and the fourth is denied until one interval after the first. The
+// client's time around the four calls bounds the spread of the node's
+// stamps. checkTrace reports false, having asserted nothing, when that span
+// reached the interval, as a unit may then have come back between calls.
+func checkTrace(t *testing.T, c weirv1.RateLimiterClient, interval time.Duration, kv ...string) bool {
+	t.Helper()
+	start := time.Now()
+	var rs [4]*weirv1.DecideResponse
+	for i := range rs {
+		rs[i] = decide(t, c, 1, kv...)
+	}
+	span := time.Since(start)
+	if span >= interval {
+		t.Logf("four calls took %s, not within one interval (%s): the trace proves nothing", span, interval)
+		return false
+	}
 	for i, want := range []int64{2, 1, 0} {
-		r := decide(t, c, 1, kv...)
-		if !r.Allowed || r.Remaining != want {
+		if r := rs[i]; !r.Allowed || r.Remaining != want {
 			t.Fatalf("request %d: allowed=%v remaining=%d, want true %d", i, r.Allowed, r.Remaining, want)
 		}
 	}
-	r := decide(t, c, 1, kv...)
-	retry := r.RetryAfter.AsDuration()
-	// The exact figure is 200ms minus the time the first three calls took.
-	if r.Allowed || retry <= 100*time.Millisecond || retry > 200*time.Millisecond {
-		t.Fatalf("fourth request: allowed=%v retry=%s, want denied with retry just under 200ms", r.Allowed, retry)
+	// Exactly one interval minus the time between the first and fourth stamps.
+	if r, retry := rs[3], rs[3].RetryAfter.AsDuration(); r.Allowed || retry < interval-span || retry > interval {
+		t.Fatalf("fourth request: allowed=%v retry=%s, want denied with retry in [%s, %s]", r.Allowed, retry, interval-span, interval)
+	}
+	return true
+}
+
+// slowPolicy writes a policy whose per-user limit (5/h, burst 3, grouped by
+// tenant as in the built-in one) gives no unit back while a test runs, so
+// tests whose node decides through Redis (slower, and on the Redis clock)
+// can check the trace without a race against the refill.
+func slowPolicy(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	body := "version: slow\nlimits:\n  - {name: per-user, match: [tenant, user], group: tenant, rate: 5/h, burst: 3}\n"
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// checkSlowTrace checks the trace against slowPolicy's limit.
+func checkSlowTrace(t *testing.T, c weirv1.RateLimiterClient, kv ...string) {
+	t.Helper()
+	if !checkTrace(t, c, time.Hour/5, kv...) {
+		t.Fatal("four calls took longer than 12 minutes")
 	}
 }
 
 func TestNode_embedded_seedTraceOverGRPC(t *testing.T) {
 	_, c := startNode(t)
-	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
+	checkSeedTrace(t, c)
 }
 
 func TestNode_redis_seedTraceOverGRPC(t *testing.T) {
 	srv := redistest.Start(t)
-	_, c := startNode(t, "--redis-addr", srv.Addr())
-	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
-	// The owner persists TATs write-behind; once Redis holds the key, a
-	// second node on the same Redis (a cluster of its own) loads it before
-	// deciding and grants no new burst.
+	policyPath := slowPolicy(t)
+	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath)
+	checkSlowTrace(t, c, "tenant", "demo", "user", "u7")
+	// The owner persists TATs write-behind, each admission's in its own
+	// flush or later; once Redis holds the TAT of all three (36 minutes
+	// ahead, so its TTL passes 30 minutes), a second node on the same Redis
+	// (a cluster of its own) loads it before deciding and grants no new
+	// burst. Waiting only for the key to exist let the second node load the
+	// TAT of the first admission.
 	waitFor(t, 5*time.Second, func() bool {
-		return srv.Client().Exists(context.Background(), "weir:{demo}:per-user:demo:u7").Val() == 1
+		return srv.Client().PTTL(context.Background(), "weir:{demo}:per-user:demo:u7").Val() > 30*time.Minute
 	})
-	_, c2 := startNode(t, "--redis-addr", srv.Addr())
+	_, c2 := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath)
 	if r := decide(t, c2, 1, "tenant", "demo", "user", "u7"); r.Allowed {
 		t.Fatal("a fresh node on the same Redis granted a new burst")
 	}
@@ -107,8 +163,8 @@ func TestNode_redisCluster_decides(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
 	// A generous Redis timeout: the first load dials the key's master, which
 	// overran the 50ms default on a loaded machine.
-	_, c := startNode(t, "--redis-cluster", strings.Join(cl.Addrs(), ","), "--redis-timeout", "1s")
-	checkSeedTrace(t, c, "tenant", "demo", "user", "u7")
+	_, c := startNode(t, "--redis-cluster", strings.Join(cl.Addrs(), ","), "--redis-timeout", "1s", "--policy", slowPolicy(t))
+	checkSlowTrace(t, c, "tenant", "demo", "user", "u7")
 }
 
 func TestNode_badInputIsInvalidArgument(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -115,7 +116,11 @@ func listServices(conn *grpc.ClientConn) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+	// Send reports io.EOF when the server has already ended the stream
+	// (as an Unimplemented service does, racing the send); the status that
+	// ended it comes from Recv.
+	req := &reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}
+	if err := stream.Send(req); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	resp, err := stream.Recv()

@@ -186,8 +186,10 @@ func (n *Network) cross(ctx context.Context, from, to string) error {
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			return ctx.Err()
 		}
+		// After a stall both may be ready and select picks either; a
+		// message that arrives after its deadline is not delivered.
+		return ctx.Err()
 	}
 	return nil
 }
