@@ -146,6 +146,9 @@ func FuzzDecide(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// Decide reads a now outside [0, MaxTime] as the nearest end of it
+		// (see MaxTime), and every figure it returns is measured from there.
+		now = min(max(now, 0), MaxTime)
 		if r.Allowed && (r.TAT-now > l.Span() || r.TAT <= max(tat, now)-1) {
 			t.Fatalf("admitted with TAT %d beyond now %d + span %d", r.TAT, now, l.Span())
 		}
