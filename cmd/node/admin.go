@@ -99,13 +99,19 @@ func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 		ks.Error = "no limit " + limitName + " in the current policy"
 		return ks
 	}
-	ks.Limit, ks.Burst = l.Name, l.Params.Burst
+	// The key's own numbers (its tenant's tier and overrides) where the key
+	// names its tenant; the limit's defaults otherwise.
+	params := l.Params
+	if ps, m := lim.Policy().ParamsForKey(key); m == policy.KeyExact {
+		params = ps[0]
+	}
+	ks.Limit, ks.Burst = l.Name, params.Burst
 	if ks.Held = n.state.mem.Has(group, key); !ks.Held {
 		return ks
 	}
 	tat := n.state.mem.Get(group, key)
 	now := n.state.now().UnixNano()
-	r, err := gcra.Decide(tat, now, l.Params, 1)
+	r, err := gcra.Decide(tat, now, params, 1)
 	if err != nil {
 		ks.Error = err.Error()
 		return ks

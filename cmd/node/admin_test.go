@@ -38,6 +38,10 @@ func getJSONWith(t *testing.T, c *http.Client, url string, v any) int {
 
 const adminPolicy = `
 version: admin.1
+tiers:
+  big: {per-user: {rate: 1/m, burst: 10}}
+tenants:
+  big: {tier: big}
 limits:
   - {name: per-user, match: [tenant, user], group: tenant, rate: 1/m, burst: 3}
   - {name: new-route, match: [tenant, route], group: tenant, rate: 1/m, burst: 1, shadow: true}
@@ -90,6 +94,16 @@ func TestNode_adminEndpoints(t *testing.T) {
 	}
 	if code := getJSON(t, base+admin.InspectPath, new(any)); code != http.StatusBadRequest {
 		t.Fatalf("inspect without keys: %d", code)
+	}
+	// A tenant on a tier is inspected with its own numbers, not the limit's
+	// defaults.
+	big := decide(t, c, 1, "tenant", "big", "user", "u")
+	var bks []admin.KeyState
+	if code := getJSON(t, base+admin.InspectPath+"?key="+url.QueryEscape(big.Limits[0].Key), &bks); code != http.StatusOK {
+		t.Fatalf("inspect: %d", code)
+	}
+	if len(bks) != 1 || bks[0].Burst != 10 || bks[0].Remaining != big.Remaining {
+		t.Fatalf("inspect of a tier tenant = %+v, want burst 10 and remaining %d", bks, big.Remaining)
 	}
 	if code := getJSON(t, base+"/metrics", new(any)); code != http.StatusNotFound {
 		t.Fatalf("/metrics on the admin listener: %d, want 404 (it stays on the public one)", code)
