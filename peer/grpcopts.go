@@ -1,12 +1,12 @@
 package peer
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
+
+	"github.com/weirhq/weir/grpclimit"
 )
 
 // Wire sizes of forwarded work. The largest Item the default Validator
@@ -77,22 +77,10 @@ func DefaultServerConfig() ServerConfig {
 
 // Validate reports every problem with c. It changes nothing.
 func (c ServerConfig) Validate() error {
-	var errs []error
-	if c.MaxRecvMsgBytes < MaxRequestBytes {
-		errs = append(errs, fmt.Errorf("peer: server: max recv msg bytes %d is below the largest valid request, %d", c.MaxRecvMsgBytes, MaxRequestBytes))
+	if err := grpclimit.Limits(c).Validate(MaxRequestBytes); err != nil {
+		return fmt.Errorf("peer: server: %w", err)
 	}
-	if c.MaxConcurrentStreams == 0 {
-		errs = append(errs, errors.New("peer: server: max concurrent streams must be positive"))
-	}
-	for name, d := range map[string]time.Duration{
-		"keepalive min time": c.KeepaliveMinTime, "keepalive time": c.KeepaliveTime,
-		"keepalive timeout": c.KeepaliveTimeout, "max connection idle": c.MaxConnectionIdle,
-	} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("peer: server: %s %v must be positive", name, d))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ServerOptions returns the options that apply c, including the codec that
@@ -100,13 +88,5 @@ func (c ServerConfig) Validate() error {
 // of INTERNAL (see codec.go). Pass them to grpc.NewServer with the
 // credentials. c must pass Validate.
 func (c ServerConfig) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(c.MaxRecvMsgBytes),
-		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout, MaxConnectionIdle: c.MaxConnectionIdle,
-		}),
-		grpc.ForceServerCodecV2(newCodec()),
-	}
+	return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
 }

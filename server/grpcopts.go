@@ -1,14 +1,13 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 )
 
@@ -70,22 +69,10 @@ func DefaultGRPCConfig() GRPCConfig {
 
 // Validate reports every problem with c. It changes nothing.
 func (c GRPCConfig) Validate() error {
-	var errs []error
-	if c.MaxRecvMsgBytes < MaxDecideBatchRequestBytes {
-		errs = append(errs, fmt.Errorf("server: grpc max recv msg bytes %d is below the largest valid request, %d", c.MaxRecvMsgBytes, MaxDecideBatchRequestBytes))
+	if err := grpclimit.Limits(c).Validate(MaxDecideBatchRequestBytes); err != nil {
+		return fmt.Errorf("server: grpc: %w", err)
 	}
-	if c.MaxConcurrentStreams == 0 {
-		errs = append(errs, errors.New("server: grpc max concurrent streams must be positive"))
-	}
-	for name, d := range map[string]time.Duration{
-		"keepalive min time": c.KeepaliveMinTime, "keepalive time": c.KeepaliveTime,
-		"keepalive timeout": c.KeepaliveTimeout, "max connection idle": c.MaxConnectionIdle,
-	} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("server: grpc %s %v must be positive", name, d))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // ServerOptions returns the options that apply c, including the codec that
@@ -93,15 +80,7 @@ func (c GRPCConfig) Validate() error {
 // and INVALID_ARGUMENT (see NewGRPCService). Pass them to grpc.NewServer
 // with any others (credentials). c must pass Validate.
 func (c GRPCConfig) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(c.MaxRecvMsgBytes),
-		grpc.MaxConcurrentStreams(c.MaxConcurrentStreams),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: c.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{
-			Time: c.KeepaliveTime, Timeout: c.KeepaliveTimeout, MaxConnectionIdle: c.MaxConnectionIdle,
-		}),
-		grpc.ForceServerCodecV2(newCodec()),
-	}
+	return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
 }
 
 // scanBatch checks a DecideBatchRequest's wire form against the API limits

@@ -1,0 +1,40 @@
+package grpclimit
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func ok() Limits {
+	return Limits{MaxRecvMsgBytes: 100, MaxConcurrentStreams: 1, KeepaliveMinTime: time.Second,
+		KeepaliveTime: time.Second, KeepaliveTimeout: time.Second, MaxConnectionIdle: time.Second}
+}
+
+func TestLimits_Validate(t *testing.T) {
+	if err := ok().Validate(100); err != nil {
+		t.Fatalf("valid limits: %v", err)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Limits)
+		want   string
+	}{
+		"message below the largest request": {func(l *Limits) { l.MaxRecvMsgBytes = 99 }, "below the largest valid request, 100"},
+		"no streams":                        {func(l *Limits) { l.MaxConcurrentStreams = 0 }, "max concurrent streams must be positive"},
+		"zero keepalive min time":           {func(l *Limits) { l.KeepaliveMinTime = 0 }, "keepalive min time 0s must be positive"},
+		"negative keepalive timeout":        {func(l *Limits) { l.KeepaliveTimeout = -time.Second }, "keepalive timeout -1s must be positive"},
+		"zero max connection idle":          {func(l *Limits) { l.MaxConnectionIdle = 0 }, "max connection idle 0s must be positive"},
+	} {
+		l := ok()
+		tc.mutate(&l)
+		if err := l.Validate(100); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func TestLimits_ServerOptions_oneEachBound(t *testing.T) {
+	if n := len(ok().ServerOptions()); n != 4 {
+		t.Fatalf("%d options, want 4 (message size, streams, keepalive policy and parameters)", n)
+	}
+}
