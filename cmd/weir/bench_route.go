@@ -72,4 +72,3 @@ func (s routedStub) DecideBatch(ctx context.Context, in *weirv1.DecideBatchReque
 func (routedStub) Topology(context.Context, *weirv1.TopologyRequest, ...grpc.CallOption) (*weirv1.TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "bench: not used")
 }
-
