@@ -48,7 +48,8 @@
 //
 //   - Create one Client and share it; it is safe for concurrent use.
 //   - Decide what an error means for the request (fail open or closed): the
-//     client never retries and never guesses an answer.
+//     client never guesses an answer, and retries only a routed call whose
+//     member was UNAVAILABLE, once, through Target (see Config.Route).
 //   - Keep Config.Timeout short; it applies inside the caller's context, so a
 //     shorter deadline on ctx still wins.
 //   - Call Close once done. Close fails pending calls with ErrClosed and
