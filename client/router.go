@@ -213,7 +213,7 @@ func (r *router) install(t *routing.Table) {
 	r.conns = keep
 }
 
-// members returns a Topology client for each member connection, to ask
+// memberClients returns a Topology client for each member connection, to ask
 // when Target does not answer.
 func (r *router) memberClients() []weirv1.RateLimiterClient {
 	r.mu.Lock()
