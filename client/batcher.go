@@ -24,9 +24,11 @@ import (
 // its done channel; nobody may be listening any more, which the buffer makes
 // harmless.
 type batcher struct {
-	life   context.Context // cancelled by Client.Close
-	send   func(context.Context, []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error)
-	one    func(context.Context, *weirv1.DecideRequest) (*weirv1.DecideResponse, error)
+	life context.Context // cancelled by Client.Close
+	send func(context.Context, *memberConn, []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error)
+	one  func(context.Context, *memberConn, *weirv1.DecideRequest) (*weirv1.DecideResponse, error)
+	// pick names the member a request goes to; nil is Target.
+	pick   func(*weirv1.DecideRequest) *memberConn
 	window time.Duration
 	max    int
 
@@ -49,12 +51,13 @@ type result struct {
 
 func newBatcher(
 	life context.Context,
-	send func(context.Context, []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error),
-	one func(context.Context, *weirv1.DecideRequest) (*weirv1.DecideResponse, error),
+	send func(context.Context, *memberConn, []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error),
+	one func(context.Context, *memberConn, *weirv1.DecideRequest) (*weirv1.DecideResponse, error),
+	pick func(*weirv1.DecideRequest) *memberConn,
 	window time.Duration, maxBatch int,
 ) *batcher {
 	b := &batcher{
-		life: life, send: send, one: one, window: window, max: maxBatch,
+		life: life, send: send, one: one, pick: pick, window: window, max: maxBatch,
 		in:   make(chan *call),
 		quit: make(chan struct{}),
 	}
@@ -126,34 +129,50 @@ func (b *batcher) loop() {
 	}
 }
 
-// sendCalls sends the calls whose callers still wait as one DecideBatch and
-// hands each its own response. The RPC may run until the latest of their
-// deadlines.
+// sendCalls sends the calls whose callers still wait as one DecideBatch per
+// member they are routed to (one in all to Target without routing),
+// concurrently, and hands each its own response.
 func (b *batcher) sendCalls(calls []*call) {
 	defer b.wg.Done()
-	live := make([]*call, 0, len(calls))
+	groups := map[*memberConn][]*call{}
+	var order []*memberConn
 	for _, c := range calls {
 		if err := c.ctx.Err(); err != nil {
 			c.done <- result{err: err} // gone: do not spend its quota
 			continue
 		}
-		live = append(live, c)
+		to := b.pick(c.req)
+		if _, ok := groups[to]; !ok {
+			order = append(order, to)
+		}
+		groups[to] = append(groups[to], c)
 	}
-	if len(live) == 0 {
+	if len(order) == 1 {
+		b.sendGroup(order[0], groups[order[0]])
 		return
 	}
+	var wg sync.WaitGroup
+	for _, to := range order {
+		wg.Go(func() { b.sendGroup(to, groups[to]) })
+	}
+	wg.Wait()
+}
+
+// sendGroup sends live calls as one DecideBatch to member to (nil: Target).
+// The RPC may run until the latest of their deadlines.
+func (b *batcher) sendGroup(to *memberConn, live []*call) {
 	ctx, cancel := latestDeadline(b.life, live)
 	defer cancel()
 	reqs := make([]*weirv1.DecideRequest, len(live))
 	for i, c := range live {
 		reqs[i] = c.req
 	}
-	resps, err := b.send(ctx, reqs)
+	resps, err := b.send(ctx, to, reqs)
 	if status.Code(err) == codes.InvalidArgument && len(live) > 1 {
 		// One caller's bad request fails the whole batch and consumes
 		// nothing, so ask again one by one: each caller gets its own
 		// answer and only the bad ones see the error.
-		b.sendEach(ctx, live)
+		b.sendEach(ctx, to, live)
 		return
 	}
 	for i, c := range live {
@@ -166,11 +185,11 @@ func (b *batcher) sendCalls(calls []*call) {
 }
 
 // sendEach decides every call with its own Decide RPC, concurrently.
-func (b *batcher) sendEach(ctx context.Context, calls []*call) {
+func (b *batcher) sendEach(ctx context.Context, to *memberConn, calls []*call) {
 	var wg sync.WaitGroup
 	for _, c := range calls {
 		wg.Go(func() {
-			resp, err := b.one(ctx, c.req)
+			resp, err := b.one(ctx, to, c.req)
 			c.done <- result{resp: resp, err: err}
 		})
 	}

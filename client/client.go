@@ -35,11 +35,12 @@ type Client struct {
 	conn    *grpc.ClientConn
 	rpc     weirv1.RateLimiterClient
 	batcher *batcher // nil when batching is off
+	router  *router  // nil when routing is off
 
 	// life is cancelled by Close; every RPC is cut short by it.
 	life   context.Context
 	cancel context.CancelFunc
-	bg     sync.WaitGroup // the TLS file watcher, if any
+	bg     sync.WaitGroup // the TLS file watcher and the router, if any
 
 	closeOnce sync.Once
 	closeErr  error
@@ -74,8 +75,12 @@ func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
 	if store != nil {
 		c.bg.Go(func() { _ = store.Run(c.life) })
 	}
+	if cfg.Route {
+		c.router = c.newRouter(all)
+		c.bg.Go(func() { c.router.run(c.life) })
+	}
 	if cfg.BatchWindow > 0 {
-		c.batcher = newBatcher(c.life, c.sendBatch, c.decideOne, cfg.BatchWindow, cfg.MaxBatch)
+		c.batcher = newBatcher(c.life, c.sendBatch, c.decideOne, c.pick, cfg.BatchWindow, cfg.MaxBatch)
 	}
 	return c, nil
 }
@@ -89,6 +94,9 @@ func (c *Client) Close() error {
 		c.bg.Wait()
 		if c.batcher != nil {
 			c.batcher.close()
+		}
+		if c.router != nil {
+			c.router.close()
 		}
 		if err := c.conn.Close(); err != nil {
 			c.closeErr = fmt.Errorf("client: close: %w", err)
@@ -118,7 +126,8 @@ func (c *Client) Decide(ctx context.Context, descriptors map[string]string, cost
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	if c.batcher == nil {
-		resp, err := c.decideOne(ctx, &weirv1.DecideRequest{Descriptors: descriptors, Cost: weirv1.DefaultCost(cost)})
+		req := &weirv1.DecideRequest{Descriptors: descriptors, Cost: weirv1.DefaultCost(cost)}
+		resp, err := c.decideOne(ctx, c.pick(req), req)
 		return resp, c.callError(ctx, "decide", err)
 	}
 	// The caller may return (and reuse its map) while the request waits in
@@ -143,29 +152,53 @@ func (c *Client) DecideBatch(ctx context.Context, reqs []*weirv1.DecideRequest) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	resps, err := c.sendBatch(ctx, reqs)
+	resps, err := c.sendBatch(ctx, c.pickAll(reqs), reqs)
 	return resps, c.callError(ctx, "decide batch", err)
 }
 
-// decideOne is one Decide RPC, cut short by Close.
-func (c *Client) decideOne(ctx context.Context, req *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
+// decideOne is one Decide RPC to the member to (Target when nil, or when
+// to is retired, down or unreachable), cut short by Close.
+func (c *Client) decideOne(ctx context.Context, to *memberConn, req *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
 	ctx, cancel := c.bindLife(ctx)
 	defer cancel()
-	return c.rpc.Decide(ctx, req)
+	if to != nil && to.acquire() {
+		resp, err := to.rpc.Decide(ctx, req)
+		to.release()
+		if !c.fallBack(ctx, to, err) {
+			c.observe(resp.GetRingEpoch(), resp, err)
+			return resp, err
+		}
+	}
+	resp, err := c.rpc.Decide(ctx, req)
+	c.observe(resp.GetRingEpoch(), resp, err)
+	return resp, err
 }
 
-// sendBatch is one DecideBatch RPC, cut short by Close, with the response
-// count checked against the request count.
-func (c *Client) sendBatch(ctx context.Context, reqs []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error) {
+// sendBatch is one DecideBatch RPC to the member to (as for decideOne),
+// cut short by Close, with the response count checked against the request
+// count.
+func (c *Client) sendBatch(ctx context.Context, to *memberConn, reqs []*weirv1.DecideRequest) ([]*weirv1.DecideResponse, error) {
 	ctx, cancel := c.bindLife(ctx)
 	defer cancel()
-	resp, err := c.rpc.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: reqs})
+	in := &weirv1.DecideBatchRequest{Requests: reqs}
+	var resp *weirv1.DecideBatchResponse
+	var err error
+	if to != nil && to.acquire() {
+		resp, err = to.rpc.DecideBatch(ctx, in)
+		to.release()
+		if c.fallBack(ctx, to, err) {
+			resp, err = c.rpc.DecideBatch(ctx, in)
+		}
+	} else {
+		resp, err = c.rpc.DecideBatch(ctx, in)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if got := len(resp.GetResponses()); got != len(reqs) {
 		return nil, fmt.Errorf("server returned %d responses for %d requests", got, len(reqs))
 	}
+	c.observe(resp.GetRingEpoch(), resp.GetResponses()[0], nil)
 	return resp.GetResponses(), nil
 }
 

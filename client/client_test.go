@@ -337,6 +337,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"negative max batch", func(c *client.Config) { c.MaxBatch = -1 }, "negative max batch"},
 		{"max batch over server limit", func(c *client.Config) { c.MaxBatch = client.ServerMaxBatch + 1 }, "exceeds the server limit"},
 		{"negative timeout", func(c *client.Config) { c.Timeout = -time.Second }, "negative timeout"},
+		{"negative route refresh", func(c *client.Config) { c.RouteRefresh = -1 }, "negative route refresh"},
+		{"negative max route conns", func(c *client.Config) { c.MaxRouteConns = -1 }, "negative max route conns"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,12 @@ const (
 	// ServerMaxBatch is the most requests a weir node accepts in one
 	// DecideBatch call; a larger batch fails whole with INVALID_ARGUMENT.
 	ServerMaxBatch = 1000
+	// DefaultRouteRefresh is how often a routing client re-reads the
+	// topology when Config.RouteRefresh is 0.
+	DefaultRouteRefresh = 5 * time.Second
+	// DefaultMaxRouteConns is the connection bound of a routing client
+	// when Config.MaxRouteConns is 0.
+	DefaultMaxRouteConns = 64
 )
 
 // Config describes a Client. The zero value of every field except Target is
@@ -47,14 +53,36 @@ type Config struct {
 	// are re-read when they change, so certificates rotate without a
 	// restart.
 	TLS *TLSConfig
+	// Route sends each request straight to its group's owner, saving the
+	// hop from the node that receives it to the owner. The client reads
+	// the cluster's topology (members' public addresses, the partition
+	// table and the policy's group rules) from Target, opens one
+	// connection per member (with the same TLS and dial options as
+	// Target's) and falls back to Target for requests it cannot place,
+	// while the ring changes, and when a member does not answer. Answers
+	// are the same either way: any node decides any request. Leave it off
+	// when the nodes' own addresses are not reachable from the client
+	// (behind NAT or a proxy); Target is then the only address used.
+	Route bool
+	// RouteRefresh is how often a routing client re-reads the topology
+	// when nothing has told it the ring changed. 0 means
+	// DefaultRouteRefresh.
+	RouteRefresh time.Duration
+	// MaxRouteConns bounds the member connections of a routing client;
+	// groups of members beyond it go to Target. 0 means
+	// DefaultMaxRouteConns.
+	MaxRouteConns int
 }
 
-// DefaultConfig returns a Config with batching off, MaxBatch DefaultMaxBatch
-// and Timeout DefaultTimeout. The caller must set Target.
+// DefaultConfig returns a Config with batching and routing off, MaxBatch
+// DefaultMaxBatch, Timeout DefaultTimeout and the routing defaults. The
+// caller must set Target.
 func DefaultConfig() Config {
 	return Config{
-		MaxBatch: DefaultMaxBatch,
-		Timeout:  DefaultTimeout,
+		MaxBatch:      DefaultMaxBatch,
+		Timeout:       DefaultTimeout,
+		RouteRefresh:  DefaultRouteRefresh,
+		MaxRouteConns: DefaultMaxRouteConns,
 	}
 }
 
@@ -71,6 +99,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("client: config: max batch %d exceeds the server limit %d", c.MaxBatch, ServerMaxBatch)
 	case c.Timeout < 0:
 		return fmt.Errorf("client: config: negative timeout %v", c.Timeout)
+	case c.RouteRefresh < 0:
+		return fmt.Errorf("client: config: negative route refresh %v", c.RouteRefresh)
+	case c.MaxRouteConns < 0:
+		return fmt.Errorf("client: config: negative max route conns %d", c.MaxRouteConns)
 	case c.TLS != nil:
 		return c.TLS.Validate()
 	}
@@ -84,6 +116,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.RouteRefresh == 0 {
+		c.RouteRefresh = DefaultRouteRefresh
+	}
+	if c.MaxRouteConns == 0 {
+		c.MaxRouteConns = DefaultMaxRouteConns
 	}
 	return c
 }

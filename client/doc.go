@@ -28,16 +28,28 @@
 // load; leave it off for light or latency-critical traffic. DecideBatch sends
 // a caller-built batch as it is and is never coalesced.
 //
+// With Config.Route the client sends each request straight to its group's
+// owner instead of to Target, which would forward two thirds of a
+// three-node cluster's spread traffic: it reads the cluster's topology
+// (weir.v1 Topology) from Target, keeps one connection per member, and
+// re-reads the topology when an answer's ring epoch or policy version
+// differs from its own, when a member fails, and every RouteRefresh.
+// Requests it cannot place, and those whose owner is UNAVAILABLE, go to
+// Target; answers are the same either way. RouteEpoch tells whether it
+// routes. See docs/architecture.md, "Client routing".
+//
 // Transport security: a node started with --tls-cert takes TLS clients; set
 // Config.TLS (CA bundle, and a client certificate when the node requires
 // one with --tls-client-ca). The client re-reads those files when they
-// change. Without Config.TLS the connection is plaintext.
+// change. Without Config.TLS the connection is plaintext. The same
+// credentials and dial options apply to every member connection.
 //
 // The caller's duties:
 //
 //   - Create one Client and share it; it is safe for concurrent use.
 //   - Decide what an error means for the request (fail open or closed): the
-//     client never retries and never guesses an answer.
+//     client never guesses an answer, and retries only a routed call whose
+//     member was UNAVAILABLE, once, through Target (see Config.Route).
 //   - Keep Config.Timeout short; it applies inside the caller's context, so a
 //     shorter deadline on ctx still wins.
 //   - Call Close once done. Close fails pending calls with ErrClosed and

@@ -15,9 +15,9 @@ import (
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
 
-// serveMTLS serves a fakeServer on loopback that requires a client
-// certificate from f.CA, until the test ends.
-func serveMTLS(t *testing.T, f tlstest.Files) string {
+// serveMTLS serves srv on loopback, requiring a client certificate from
+// f.CA, until the test ends.
+func serveMTLS(t *testing.T, f tlstest.Files, srv weirv1.RateLimiterServer) string {
 	t.Helper()
 	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
 	if err != nil {
@@ -28,7 +28,7 @@ func serveMTLS(t *testing.T, f tlstest.Files) string {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
-	weirv1.RegisterRateLimiterServer(s, newFakeServer())
+	weirv1.RegisterRateLimiterServer(s, srv)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = s.Serve(lis) }()
 	t.Cleanup(func() { s.Stop(); <-done })
@@ -38,7 +38,7 @@ func serveMTLS(t *testing.T, f tlstest.Files) string {
 func TestClient_TLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "weir")
-	addr := serveMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1", "weir.internal"))
+	addr := serveMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1", "weir.internal"), newFakeServer())
 	mine := ca.WriteFiles(t, dir, "app", "app")
 	foreign := tlstest.NewCA(t, "other").WriteFiles(t, dir, "other", "other")
 	for _, tc := range []struct {
@@ -66,6 +66,41 @@ func TestClient_TLS(t *testing.T) {
 				t.Fatalf("Decide error %v, want success %v", err, tc.wantOK)
 			}
 		})
+	}
+}
+
+// TestClient_Route_TLSOnMemberConnections routes to a member that, like
+// Target, takes only mutual TLS: the member connection must carry the
+// client's TLS configuration, or the call would fall back to Target.
+func TestClient_Route_TLSOnMemberConnections(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, "weir")
+	node := ca.WriteFiles(t, dir, "node", "node", "127.0.0.1")
+	mine := ca.WriteFiles(t, dir, "app", "app")
+	c := &cluster{}
+	var addrs []string
+	for range 2 {
+		n := &routeNode{c: c}
+		c.nodes = append(c.nodes, n)
+		addrs = append(addrs, serveMTLS(t, node, n))
+	}
+	c.publish(5, addrs, 1) // every group on member 1
+	cfg := client.DefaultConfig()
+	cfg.Target, cfg.Route, cfg.Timeout = addrs[0], true, 5*time.Second
+	cfg.TLS = &client.TLSConfig{CAFile: mine.CA, CertFile: mine.Cert, KeyFile: mine.Key}
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitEpoch(t, cl, 5)
+	for i := range 10 {
+		if _, err := cl.Decide(t.Context(), map[string]string{"tenant": string(rune('a' + i))}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got0, got1 := len(c.nodes[0].tenants()), len(c.nodes[1].tenants()); got0 != 0 || got1 != 10 {
+		t.Errorf("target decided %d, member 1 %d; want 0 and 10 (sent over TLS to the owner)", got0, got1)
 	}
 }
 

@@ -104,6 +104,7 @@ type Ring struct {
 // snapshot is one immutable assignment of partitions to members.
 type snapshot struct {
 	version uint64
+	epoch   uint64   // fingerprint(members, owners)
 	members []string // sorted, unique
 	owners  []string // owners[partition] = member name; nil when empty
 }
@@ -187,7 +188,7 @@ func normalize(members []string) []string {
 // build assigns every partition to a member with consistent's bounded-load
 // algorithm and flattens the result into a slice indexed by partition.
 func build(cfg Config, names []string) (*snapshot, error) {
-	s := &snapshot{members: names}
+	s := &snapshot{members: names, epoch: fingerprint(nil, nil)}
 	if len(names) == 0 {
 		return s, nil
 	}
@@ -208,6 +209,7 @@ func build(cfg Config, names []string) (*snapshot, error) {
 	for p := range s.owners {
 		s.owners[p] = string(c.GetPartitionOwner(p).(member))
 	}
+	s.epoch = fingerprint(names, s.owners)
 	return s, nil
 }
 

@@ -2,7 +2,9 @@
 // service (with the standard health service and server reflection) and the
 // HTTP API (/v1/decide, /v1/decide_batch, /metrics, /healthz, /readyz). It
 // translates between the wire and the limiter core and maps errors to
-// status codes; it decides nothing itself.
+// status codes; it decides nothing itself. With WithTopology it also
+// answers the Topology RPC (this node's placement, for clients that route
+// to owners; see package routing) and stamps the ring epoch on answers.
 //
 // # Usage
 //

@@ -24,21 +24,25 @@ import (
 // RESOURCE_EXHAUSTED and one that does not decode (garbage bytes, invalid
 // UTF-8) is INVALID_ARGUMENT, both before it is decoded or decided. A nil logger
 // discards. It panics if d is nil. The service is safe for concurrent use.
-func NewGRPCService(d Decider, logger *slog.Logger) weirv1.RateLimiterServer {
+func NewGRPCService(d Decider, logger *slog.Logger, opts ...ServiceOption) weirv1.RateLimiterServer {
 	if d == nil {
 		panic("server: NewGRPCService needs a Decider")
 	}
-	return &grpcService{d: d, log: orDiscard(logger)}
+	g := &grpcService{d: d, log: orDiscard(logger)}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
 }
 
 // RegisterGRPC registers on s the weir.v1.RateLimiter service from d, the
 // standard gRPC health service and server reflection (so that
 // `grpcurl -plaintext HOST:PORT list` works). The health server reports
 // SERVING for the whole server ("") and for weir.v1.RateLimiter; the caller
-// keeps it to report NOT_SERVING when shutting down (Shutdown). Call before
-// s.Serve.
-func RegisterGRPC(s *grpc.Server, d Decider, logger *slog.Logger) *health.Server {
-	weirv1.RegisterRateLimiterServer(s, NewGRPCService(d, logger))
+// keeps it to report NOT_SERVING when shutting down (Shutdown). opts apply
+// to the service as in NewGRPCService. Call before s.Serve.
+func RegisterGRPC(s *grpc.Server, d Decider, logger *slog.Logger, opts ...ServiceOption) *health.Server {
+	weirv1.RegisterRateLimiterServer(s, NewGRPCService(d, logger, opts...))
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(weirv1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -49,8 +53,9 @@ func RegisterGRPC(s *grpc.Server, d Decider, logger *slog.Logger) *health.Server
 
 type grpcService struct {
 	weirv1.UnimplementedRateLimiterServer
-	d   Decider
-	log *slog.Logger
+	d    Decider
+	log  *slog.Logger
+	topo TopologySource // nil: Topology is UNIMPLEMENTED
 }
 
 var _ weirv1.RateLimiterServer = (*grpcService)(nil)
@@ -63,6 +68,7 @@ func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*we
 	if err != nil {
 		return nil, g.toStatus("Decide", err)
 	}
+	out.RingEpoch = g.epoch()
 	return out, nil
 }
 
@@ -74,6 +80,7 @@ func (g *grpcService) DecideBatch(ctx context.Context, in *weirv1.DecideBatchReq
 	if err != nil {
 		return nil, g.toStatus("DecideBatch", err)
 	}
+	out.RingEpoch = g.epoch()
 	return out, nil
 }
 

@@ -162,7 +162,7 @@ func (n *node) listen(cfg config) error {
 // reflection.
 func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *prometheus.Registry) error {
 	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
-	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
+	n.health = server.RegisterGRPC(n.grpc, lim, n.logger, server.WithTopology(n.topology(lim)))
 	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
 	peer.Register(n.peerGRPC, ph)
 	envoyrls.Register(n.grpc, n.rls)

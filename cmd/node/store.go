@@ -27,6 +27,7 @@ type state struct {
 	breakers *breaker.Set
 	now      func() time.Time
 	mem      *memstore.Store // owner memory, read by /admin/inspect
+	ring     *ring.Ring      // the cluster's, published by Topology
 	// clock is the Redis time base (nil without Redis); wantGossip says
 	// the node joins a cluster, and gossip holds its membership once
 	// started. ready (ready.go) reads them.
@@ -67,6 +68,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	if deps.Ring, err = ring.New(ring.DefaultConfig()); err != nil {
 		return nil, err
 	}
+	st.ring = deps.Ring
 	pcfg := peer.DefaultClientConfig()
 	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
 	pcfg.TLS = n.peerClientCredentials(cfg)

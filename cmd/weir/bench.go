@@ -37,6 +37,7 @@ type benchConfig struct {
 	timeout  time.Duration
 	json     bool
 	tls      *client.TLSConfig // nil: plaintext
+	route    bool              // send each request to its group's owner
 }
 
 const maxKeys = 10_000_000 // key names are precomputed
@@ -73,6 +74,7 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, int, bool) {
 	fs.IntVar(&c.conns, "conns", 4, "gRPC connections; workers share them round-robin")
 	fs.DurationVar(&c.timeout, "timeout", time.Second, "per-RPC timeout")
 	fs.BoolVar(&c.json, "json", false, "print the summary as JSON")
+	fs.BoolVar(&c.route, "route", false, "send each request straight to its group's owner (Go client routing, see docs/architecture.md); --conns routing clients")
 	tlsOpts := addTLSFlags(fs)
 	if code, ok := parseFlags(fs, args, stderr); !ok {
 		return c, code, false
@@ -128,15 +130,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	stubs := make([]weirv1.RateLimiterClient, cfg.conns)
-	for i := range stubs {
-		conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(creds))
-		if err != nil {
-			fmt.Fprintf(stderr, "weir bench: dial %q: %v\n", cfg.addr, err)
+	if cfg.route {
+		var closeStubs func()
+		var err error
+		if stubs, closeStubs, err = routedStubs(ctx, cfg); err != nil {
+			fmt.Fprintf(stderr, "weir bench: %v\n", err)
 			return exitError
 		}
-		defer conn.Close()
-		conn.Connect() // start now rather than in the first measured RPC
-		stubs[i] = weirv1.NewRateLimiterClient(conn)
+		defer closeStubs()
+	} else {
+		for i := range stubs {
+			conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(creds))
+			if err != nil {
+				fmt.Fprintf(stderr, "weir bench: dial %q: %v\n", cfg.addr, err)
+				return exitError
+			}
+			defer conn.Close()
+			conn.Connect() // start now rather than in the first measured RPC
+			stubs[i] = weirv1.NewRateLimiterClient(conn)
+		}
 	}
 	sum := newBench(cfg, stubs).run(ctx)
 	if err := printSummary(stdout, sum, cfg.json); err != nil {

@@ -103,6 +103,10 @@ type DecideResponse struct {
 	Fallback *Fallback `protobuf:"bytes,8,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	// Version of the policy that decided.
 	PolicyVersion string `protobuf:"bytes,9,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	// Epoch of the answering node's ring (TopologyResponse.ring_epoch); zero
+	// when the node does not publish its topology. A client that routes
+	// refreshes its topology when this differs from the one it holds.
+	RingEpoch     uint64 `protobuf:"fixed64,20,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -198,6 +202,13 @@ func (x *DecideResponse) GetPolicyVersion() string {
 		return x.PolicyVersion
 	}
 	return ""
+}
+
+func (x *DecideResponse) GetRingEpoch() uint64 {
+	if x != nil {
+		return x.RingEpoch
+	}
+	return 0
 }
 
 // LimitStatus is one matched limit's view of the request.
@@ -423,8 +434,10 @@ func (x *DecideBatchRequest) GetRequests() []*DecideRequest {
 }
 
 type DecideBatchResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Responses     []*DecideResponse      `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Responses []*DecideResponse      `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	// As DecideResponse.ring_epoch, once for the whole batch.
+	RingEpoch     uint64 `protobuf:"fixed64,2,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -466,6 +479,258 @@ func (x *DecideBatchResponse) GetResponses() []*DecideResponse {
 	return nil
 }
 
+func (x *DecideBatchResponse) GetRingEpoch() uint64 {
+	if x != nil {
+		return x.RingEpoch
+	}
+	return 0
+}
+
+type TopologyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyRequest) Reset() {
+	*x = TopologyRequest{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyRequest) ProtoMessage() {}
+
+func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
+func (*TopologyRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+}
+
+// TopologyResponse is one node's view of the cluster's placement. A group
+// (the raw value of the group descriptor of the limits a request matches)
+// belongs to partition xxhash64(group) mod len(owners), and that
+// partition's owner is members[owners[partition]].
+type TopologyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Fingerprint of the member names and the partition table: nodes that
+	// agree on placement report the same epoch. Never zero.
+	RingEpoch uint64 `protobuf:"fixed64,1,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
+	// Ring members, sorted by name.
+	Members []*Member `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	// owners[p] is the index in members of partition p's owner.
+	Owners []uint32 `protobuf:"varint,3,rep,packed,name=owners,proto3" json:"owners,omitempty"`
+	// The hash that places a group on a partition; "xxhash64" today. A client
+	// that does not know the named hash must not route.
+	Hash string `protobuf:"bytes,4,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Group rules of the policy, see GroupRule.
+	GroupRules []*GroupRule `protobuf:"bytes,5,rep,name=group_rules,json=groupRules,proto3" json:"group_rules,omitempty"`
+	// Version of the policy the rules come from.
+	PolicyVersion string `protobuf:"bytes,6,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopologyResponse) Reset() {
+	*x = TopologyResponse{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopologyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopologyResponse) ProtoMessage() {}
+
+func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopologyResponse.ProtoReflect.Descriptor instead.
+func (*TopologyResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TopologyResponse) GetRingEpoch() uint64 {
+	if x != nil {
+		return x.RingEpoch
+	}
+	return 0
+}
+
+func (x *TopologyResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetOwners() []uint32 {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *TopologyResponse) GetGroupRules() []*GroupRule {
+	if x != nil {
+		return x.GroupRules
+	}
+	return nil
+}
+
+func (x *TopologyResponse) GetPolicyVersion() string {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return ""
+}
+
+// Member is one ring member as clients may reach it.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Public gRPC address (weir.v1); empty when the node gossips none, and
+	// then requests for its groups go to any node.
+	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Member) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Member) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+// GroupRule says where a request's group comes from: a request that has a
+// non-empty value for every descriptor in match matches a limit whose group
+// is the value of descriptor group. Rules are in policy order; the first
+// rule a request matches gives its group (every limit a valid request
+// matches shares one group value). A request that matches no rule matches no
+// limit, and any node answers it.
+type GroupRule struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Match         []string               `protobuf:"bytes,1,rep,name=match,proto3" json:"match,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupRule) Reset() {
+	*x = GroupRule{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupRule) ProtoMessage() {}
+
+func (x *GroupRule) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupRule.ProtoReflect.Descriptor instead.
+func (*GroupRule) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GroupRule) GetMatch() []string {
+	if x != nil {
+		return x.Match
+	}
+	return nil
+}
+
+func (x *GroupRule) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
 var File_api_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_api_weir_v1_weir_proto_rawDesc = "" +
@@ -477,7 +742,7 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\xfd\x02\n" +
+	"\x05_cost\"\x9c\x03\n" +
 	"\x0eDecideResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12:\n" +
 	"\vretry_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -490,7 +755,9 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
 	"too_costly\x18\a \x01(\bR\ttooCostly\x12-\n" +
 	"\bfallback\x18\b \x01(\v2\x11.weir.v1.FallbackR\bfallback\x12%\n" +
-	"\x0epolicy_version\x18\t \x01(\tR\rpolicyVersion\"\xe3\x02\n" +
+	"\x0epolicy_version\x18\t \x01(\tR\rpolicyVersion\x12\x1d\n" +
+	"\n" +
+	"ring_epoch\x18\x14 \x01(\x06R\tringEpoch\"\xe3\x02\n" +
 	"\vLimitStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
@@ -510,12 +777,31 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
 	"\x12DecideBatchRequest\x122\n" +
-	"\brequests\x18\x01 \x03(\v2\x16.weir.v1.DecideRequestR\brequests\"L\n" +
+	"\brequests\x18\x01 \x03(\v2\x16.weir.v1.DecideRequestR\brequests\"k\n" +
 	"\x13DecideBatchResponse\x125\n" +
-	"\tresponses\x18\x01 \x03(\v2\x17.weir.v1.DecideResponseR\tresponses2\x92\x01\n" +
+	"\tresponses\x18\x01 \x03(\v2\x17.weir.v1.DecideResponseR\tresponses\x12\x1d\n" +
+	"\n" +
+	"ring_epoch\x18\x02 \x01(\x06R\tringEpoch\"\x11\n" +
+	"\x0fTopologyRequest\"\xe4\x01\n" +
+	"\x10TopologyResponse\x12\x1d\n" +
+	"\n" +
+	"ring_epoch\x18\x01 \x01(\x06R\tringEpoch\x12)\n" +
+	"\amembers\x18\x02 \x03(\v2\x0f.weir.v1.MemberR\amembers\x12\x16\n" +
+	"\x06owners\x18\x03 \x03(\rR\x06owners\x12\x12\n" +
+	"\x04hash\x18\x04 \x01(\tR\x04hash\x123\n" +
+	"\vgroup_rules\x18\x05 \x03(\v2\x12.weir.v1.GroupRuleR\n" +
+	"groupRules\x12%\n" +
+	"\x0epolicy_version\x18\x06 \x01(\tR\rpolicyVersion\"6\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"7\n" +
+	"\tGroupRule\x12\x14\n" +
+	"\x05match\x18\x01 \x03(\tR\x05match\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group2\xd3\x01\n" +
 	"\vRateLimiter\x129\n" +
 	"\x06Decide\x12\x16.weir.v1.DecideRequest\x1a\x17.weir.v1.DecideResponse\x12H\n" +
-	"\vDecideBatch\x12\x1b.weir.v1.DecideBatchRequest\x1a\x1c.weir.v1.DecideBatchResponseB+Z)github.com/weirhq/weir/api/weir/v1;weirv1b\x06proto3"
+	"\vDecideBatch\x12\x1b.weir.v1.DecideBatchRequest\x1a\x1c.weir.v1.DecideBatchResponse\x12?\n" +
+	"\bTopology\x12\x18.weir.v1.TopologyRequest\x1a\x19.weir.v1.TopologyResponseB+Z)github.com/weirhq/weir/api/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_api_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -529,7 +815,7 @@ func file_api_weir_v1_weir_proto_rawDescGZIP() []byte {
 	return file_api_weir_v1_weir_proto_rawDescData
 }
 
-var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_api_weir_v1_weir_proto_goTypes = []any{
 	(*DecideRequest)(nil),       // 0: weir.v1.DecideRequest
 	(*DecideResponse)(nil),      // 1: weir.v1.DecideResponse
@@ -537,29 +823,37 @@ var file_api_weir_v1_weir_proto_goTypes = []any{
 	(*Fallback)(nil),            // 3: weir.v1.Fallback
 	(*DecideBatchRequest)(nil),  // 4: weir.v1.DecideBatchRequest
 	(*DecideBatchResponse)(nil), // 5: weir.v1.DecideBatchResponse
-	nil,                         // 6: weir.v1.DecideRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil), // 7: google.protobuf.Duration
+	(*TopologyRequest)(nil),     // 6: weir.v1.TopologyRequest
+	(*TopologyResponse)(nil),    // 7: weir.v1.TopologyResponse
+	(*Member)(nil),              // 8: weir.v1.Member
+	(*GroupRule)(nil),           // 9: weir.v1.GroupRule
+	nil,                         // 10: weir.v1.DecideRequest.DescriptorsEntry
+	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
 }
 var file_api_weir_v1_weir_proto_depIdxs = []int32{
-	6,  // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
-	7,  // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
-	7,  // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
+	10, // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
+	11, // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
+	11, // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
 	2,  // 3: weir.v1.DecideResponse.limits:type_name -> weir.v1.LimitStatus
 	3,  // 4: weir.v1.DecideResponse.fallback:type_name -> weir.v1.Fallback
-	7,  // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
-	7,  // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
-	7,  // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	11, // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
+	11, // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
+	11, // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
 	0,  // 8: weir.v1.DecideBatchRequest.requests:type_name -> weir.v1.DecideRequest
 	1,  // 9: weir.v1.DecideBatchResponse.responses:type_name -> weir.v1.DecideResponse
-	0,  // 10: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
-	4,  // 11: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
-	1,  // 12: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
-	5,  // 13: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
-	12, // [12:14] is the sub-list for method output_type
-	10, // [10:12] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	8,  // 10: weir.v1.TopologyResponse.members:type_name -> weir.v1.Member
+	9,  // 11: weir.v1.TopologyResponse.group_rules:type_name -> weir.v1.GroupRule
+	0,  // 12: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
+	4,  // 13: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
+	6,  // 14: weir.v1.RateLimiter.Topology:input_type -> weir.v1.TopologyRequest
+	1,  // 15: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
+	5,  // 16: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
+	7,  // 17: weir.v1.RateLimiter.Topology:output_type -> weir.v1.TopologyResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_v1_weir_proto_init() }
@@ -574,7 +868,7 @@ func file_api_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_v1_weir_proto_rawDesc), len(file_api_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	RateLimiter_Decide_FullMethodName      = "/weir.v1.RateLimiter/Decide"
 	RateLimiter_DecideBatch_FullMethodName = "/weir.v1.RateLimiter/DecideBatch"
+	RateLimiter_Topology_FullMethodName    = "/weir.v1.RateLimiter/Topology"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -40,6 +41,14 @@ type RateLimiterClient interface {
 	// request fails the whole batch with INVALID_ARGUMENT naming its index,
 	// and nothing is consumed.
 	DecideBatch(ctx context.Context, in *DecideBatchRequest, opts ...grpc.CallOption) (*DecideBatchResponse, error)
+	// Topology describes how this node's cluster places groups, so that a
+	// client can send each request straight to its group's owner. It returns
+	// only public facts: member names with their public gRPC addresses, the
+	// partition table and the policy's group rules (descriptor names, never
+	// rates, tenants or peer-plane addresses). Routing by it is an
+	// optimisation: any node decides any request, forwarding it to the owner.
+	// A node that does not publish its topology answers UNIMPLEMENTED.
+	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -70,6 +79,16 @@ func (c *rateLimiterClient) DecideBatch(ctx context.Context, in *DecideBatchRequ
 	return out, nil
 }
 
+func (c *rateLimiterClient) Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TopologyResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Topology_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -85,6 +104,14 @@ type RateLimiterServer interface {
 	// request fails the whole batch with INVALID_ARGUMENT naming its index,
 	// and nothing is consumed.
 	DecideBatch(context.Context, *DecideBatchRequest) (*DecideBatchResponse, error)
+	// Topology describes how this node's cluster places groups, so that a
+	// client can send each request straight to its group's owner. It returns
+	// only public facts: member names with their public gRPC addresses, the
+	// partition table and the policy's group rules (descriptor names, never
+	// rates, tenants or peer-plane addresses). Routing by it is an
+	// optimisation: any node decides any request, forwarding it to the owner.
+	// A node that does not publish its topology answers UNIMPLEMENTED.
+	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -100,6 +127,9 @@ func (UnimplementedRateLimiterServer) Decide(context.Context, *DecideRequest) (*
 }
 func (UnimplementedRateLimiterServer) DecideBatch(context.Context, *DecideBatchRequest) (*DecideBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DecideBatch not implemented")
+}
+func (UnimplementedRateLimiterServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -158,6 +188,24 @@ func _RateLimiter_DecideBatch_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Topology_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TopologyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Topology(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Topology_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Topology(ctx, req.(*TopologyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -172,6 +220,10 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DecideBatch",
 			Handler:    _RateLimiter_DecideBatch_Handler,
+		},
+		{
+			MethodName: "Topology",
+			Handler:    _RateLimiter_Topology_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
