@@ -18,7 +18,7 @@ const MaxItems = 1024
 
 // Register registers the weir.peer.v1.Peer service on s, answering with h.
 // Call it before s.Serve.
-func Register(s *grpc.Server, h Handler) {
+func Register(s grpc.ServiceRegistrar, h Handler) {
 	peerv1.RegisterPeerServer(s, &server{h: h})
 }
 

@@ -7,7 +7,6 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/limiter"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -37,7 +36,7 @@ func NewGRPCService(d Decider, logger *slog.Logger) weirv1.RateLimiterServer {
 // SERVING for the whole server ("") and for weir.v1.RateLimiter; the caller
 // keeps it to report NOT_SERVING when shutting down (Shutdown). Call before
 // s.Serve.
-func RegisterGRPC(s *grpc.Server, d Decider, logger *slog.Logger) *health.Server {
+func RegisterGRPC(s reflection.GRPCServer, d Decider, logger *slog.Logger) *health.Server {
 	weirv1.RegisterRateLimiterServer(s, NewGRPCService(d, logger))
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
