@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/weirhq/weir/inflight"
@@ -33,7 +34,9 @@ import (
 // ungated: a stream waiting for its next message would hold a reservation
 // for as long as the client stays idle.
 //
-// A call that finds no room within the budget's MaxWait is answered
+// Waiting calls are served round robin between connections (see
+// inflight.Budget), so a connection that floods the node waits behind its
+// own calls. A call that finds no room within the budget's MaxWait is answered
 // RESOURCE_EXHAUSTED without its request being read; one whose deadline
 // passes while it waits, DEADLINE_EXCEEDED. Safe for concurrent use.
 type GatedServer struct {
@@ -68,7 +71,7 @@ func (g *GatedServer) RegisterService(sd *grpc.ServiceDesc, impl any) {
 // decodeWithin returns dec run under a reservation of g.weight bytes.
 func (g *GatedServer) decodeWithin(ctx context.Context, dec func(any) error) func(any) error {
 	return func(v any) error {
-		release, err := g.budget.Acquire(ctx, g.weight)
+		release, err := g.budget.Acquire(ctx, caller(ctx), g.weight)
 		switch {
 		case errors.Is(err, inflight.ErrFull):
 			return status.Error(codes.ResourceExhausted, err.Error())
@@ -78,4 +81,13 @@ func (g *GatedServer) decodeWithin(ctx context.Context, dec func(any) error) fun
 		defer release()
 		return dec(v)
 	}
+}
+
+// caller names the connection a call came on, the unit the budget is fair
+// between.
+func caller(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return p.Addr.String()
+	}
+	return ""
 }

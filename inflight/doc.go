@@ -8,16 +8,17 @@
 // the most a request can take before it reads the request, and gives the
 // bytes back once the request is decoded:
 //
-//	release, err := budget.Acquire(ctx, maxRequestBytes)
+//	release, err := budget.Acquire(ctx, remoteAddr, maxRequestBytes)
 //	if err != nil {
 //		return err // ErrFull (RESOURCE_EXHAUSTED / 503) or ctx's error
 //	}
 //	msg, err := read()
 //	release()
 //
-// A caller waits for bytes at most Config.MaxWait (and never past its
-// context), in arrival order, then gets ErrFull: a full budget answers
-// quickly instead of hanging. Package grpclimit applies a Budget to gRPC
+// A request waits for bytes at most Config.MaxWait (and never past its
+// context), then gets ErrFull: a full budget answers instead of hanging.
+// Waiting requests are served round robin between callers (connections),
+// so one caller's flood does not queue in front of everyone else. Package grpclimit applies a Budget to gRPC
 // servers (Gate); package server to HTTP bodies.
 //
 // A Budget is safe for concurrent use.

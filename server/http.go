@@ -154,7 +154,7 @@ func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Messa
 		return false
 	}
 	if a.cfg.InFlight != nil {
-		release, err := a.cfg.InFlight.Acquire(r.Context(), bodyReservation(r.ContentLength, a.cfg.MaxBodyBytes))
+		release, err := a.cfg.InFlight.Acquire(r.Context(), r.RemoteAddr, bodyReservation(r.ContentLength, a.cfg.MaxBodyBytes))
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
 			writeJSONError(w, http.StatusServiceUnavailable, "body not read: "+err.Error())
