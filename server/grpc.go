@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -55,7 +56,7 @@ type grpcService struct {
 var _ weirv1.RateLimiterServer = (*grpcService)(nil)
 
 func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
-	if err := refusal(in); err != nil {
+	if err := grpclimit.Refusal(in); err != nil {
 		return nil, err
 	}
 	out, err := decide(ctx, g.d, in)
@@ -66,7 +67,7 @@ func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*we
 }
 
 func (g *grpcService) DecideBatch(ctx context.Context, in *weirv1.DecideBatchRequest) (*weirv1.DecideBatchResponse, error) {
-	if err := refusal(in); err != nil {
+	if err := grpclimit.Refusal(in); err != nil {
 		return nil, err
 	}
 	out, err := decideBatch(ctx, g.d, in)

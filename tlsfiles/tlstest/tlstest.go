@@ -1,6 +1,7 @@
 // Package tlstest makes real certificates for tests: a throwaway ECDSA CA
 // and leaf certificates it signs, written as PEM files under a test's
-// temporary directory. Nothing here is fit for production keys.
+// temporary directory, and a mutual-TLS gRPC server on them (ServeGRPC).
+// Nothing here is fit for production keys.
 package tlstest
 
 import (
@@ -16,6 +17,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/weirhq/weir/tlsfiles"
 )
 
 // CA is a self-signed certificate authority that lives for one test.
@@ -122,4 +128,33 @@ func serial(t testing.TB) *big.Int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Store loads f as a node does (certificate, key and a CA that client
+// certificates must chain to), failing the test if it does not load.
+func (f Files) Store(t testing.TB) *tlsfiles.Store {
+	t.Helper()
+	s, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ServeGRPC serves, on a free loopback port with mutual TLS from f (a
+// client certificate from f.CA required), the services register adds,
+// until the test ends. It returns the address.
+func ServeGRPC(t testing.TB, f Files, register func(*grpc.Server)) string {
+	t.Helper()
+	creds := credentials.NewTLS(f.Store(t).ServerConfig(true))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(creds))
+	register(s)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
 }
