@@ -34,6 +34,19 @@ type CA struct {
 // NewCA returns a fresh CA named name.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
+	return newCA(t, name, nil)
+}
+
+// NewIntermediate returns a CA named name issued by ca: certificates it
+// issues chain to ca too.
+func (ca *CA) NewIntermediate(t testing.TB, name string) *CA {
+	t.Helper()
+	return newCA(t, name, ca)
+}
+
+// newCA makes a CA signed by parent, or self-signed when parent is nil.
+func newCA(t testing.TB, name string, parent *CA) *CA {
+	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(t),
@@ -44,7 +57,11 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	signer, signKey := tmpl, key
+	if parent != nil {
+		signer, signKey = parent.Cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +73,14 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // Issue signs a leaf certificate for cn, valid for both server and client
-// authentication, with hosts (IP literals or DNS names) as its SANs. It
-// returns the certificate and its private key, PEM-encoded.
+// authentication (a node's), with hosts (IP literals or DNS names) as its
+// SANs. It returns the certificate and its private key, PEM-encoded.
 func (ca *CA) Issue(t testing.TB, cn string, hosts ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return ca.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts)
+}
+
+func (ca *CA) issue(t testing.TB, cn string, usages []x509.ExtKeyUsage, hosts []string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -67,7 +89,7 @@ func (ca *CA) Issue(t testing.TB, cn string, hosts ...string) (certPEM, keyPEM [
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usages,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -99,6 +121,19 @@ type Files struct {
 func (ca *CA) WriteFiles(t testing.TB, dir, name, cn string, hosts ...string) Files {
 	t.Helper()
 	cert, key := ca.Issue(t, cn, hosts...)
+	return ca.write(t, dir, name, cert, key)
+}
+
+// WriteClientFiles is WriteFiles for a certificate valid for client
+// authentication only (an operator's), with no SANs.
+func (ca *CA) WriteClientFiles(t testing.TB, dir, name, cn string) Files {
+	t.Helper()
+	cert, key := ca.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
+	return ca.write(t, dir, name, cert, key)
+}
+
+func (ca *CA) write(t testing.TB, dir, name string, cert, key []byte) Files {
+	t.Helper()
 	f := Files{
 		Cert: filepath.Join(dir, name+".crt"),
 		Key:  filepath.Join(dir, name+".key"),
