@@ -2,43 +2,22 @@ package client_test
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/client"
-	"github.com/weirhq/weir/tlsfiles"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
-
-// serveMTLS serves srv on loopback, requiring a client certificate from
-// f.CA, until the test ends.
-func serveMTLS(t *testing.T, f tlstest.Files, srv weirv1.RateLimiterServer) string {
-	t.Helper()
-	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
-	weirv1.RegisterRateLimiterServer(s, srv)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	t.Cleanup(func() { s.Stop(); <-done })
-	return lis.Addr().String()
-}
 
 func TestClient_TLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "weir")
-	addr := serveMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1", "weir.internal"), newFakeServer())
+	addr := tlstest.ServeGRPC(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1", "weir.internal"), func(s *grpc.Server) {
+		weirv1.RegisterRateLimiterServer(s, newFakeServer())
+	})
 	mine := ca.WriteFiles(t, dir, "app", "app")
 	foreign := tlstest.NewCA(t, "other").WriteFiles(t, dir, "other", "other")
 	for _, tc := range []struct {
@@ -82,7 +61,7 @@ func TestClient_Route_TLSOnMemberConnections(t *testing.T) {
 	for range 2 {
 		n := &routeNode{c: c}
 		c.nodes = append(c.nodes, n)
-		addrs = append(addrs, serveMTLS(t, node, n))
+		addrs = append(addrs, tlstest.ServeGRPC(t, node, func(s *grpc.Server) { weirv1.RegisterRateLimiterServer(s, n) }))
 	}
 	c.publish(5, addrs, 1) // every group on member 1
 	cfg := client.DefaultConfig()

@@ -62,7 +62,7 @@ func New(d Decider, logger *slog.Logger, reg prometheus.Registerer) (*Service, e
 }
 
 // Register registers svc on s. Call before s.Serve.
-func Register(s *grpc.Server, svc *Service) { rlsv3.RegisterRateLimitServiceServer(s, svc) }
+func Register(s grpc.ServiceRegistrar, svc *Service) { rlsv3.RegisterRateLimitServiceServer(s, svc) }
 
 // descriptor is one request descriptor, checked and resolved.
 type descriptor struct {

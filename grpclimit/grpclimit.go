@@ -53,10 +53,26 @@ func (l Limits) Validate(minRecvMsgBytes int) error {
 	return errors.Join(errs...)
 }
 
-// ServerOptions returns the grpc.ServerOptions that apply l. l must pass
+// StreamWindowBytes is the static HTTP/2 window of every stream: the most a
+// stream buffers before its handler asks for its request (gRPC then opens
+// the window to the request's length). The default, dynamic windows grow
+// to several MiB per stream on a fast link, so calls waiting at a Gate
+// would hold that much each. 64 KiB is the smallest gRPC allows.
+const StreamWindowBytes = 64 << 10
+
+// ConnWindowBytes is the static window of a connection. gRPC returns
+// connection window as data arrives (the stream windows bound what is
+// held), so it costs no memory; it is large so that one connection's
+// streams are not held back on a link with a long round trip.
+const ConnWindowBytes = 16 << 20
+
+// ServerOptions returns the grpc.ServerOptions that apply l, with static
+// flow-control windows (StreamWindowBytes, ConnWindowBytes). l must pass
 // Validate.
 func (l Limits) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.StaticStreamWindowSize(StreamWindowBytes),
+		grpc.StaticConnWindowSize(ConnWindowBytes),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgBytes),
 		grpc.MaxConcurrentStreams(l.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),

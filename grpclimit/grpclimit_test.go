@@ -34,7 +34,7 @@ func TestLimits_Validate(t *testing.T) {
 }
 
 func TestLimits_ServerOptions_oneEachBound(t *testing.T) {
-	if n := len(ok().ServerOptions()); n != 4 {
-		t.Fatalf("%d options, want 4 (message size, streams, keepalive policy and parameters)", n)
+	if n := len(ok().ServerOptions()); n != 6 {
+		t.Fatalf("%d options, want 6 (two windows, message size, streams, keepalive policy and parameters)", n)
 	}
 }

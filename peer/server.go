@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/grpclimit"
 )
 
 // MaxItems is the most items one DecideRequest may carry; a larger request
@@ -18,7 +19,7 @@ const MaxItems = 1024
 
 // Register registers the weir.peer.v1.Peer service on s, answering with h.
 // Call it before s.Serve.
-func Register(s *grpc.Server, h Handler) {
+func Register(s grpc.ServiceRegistrar, h Handler) {
 	peerv1.RegisterPeerServer(s, &server{h: h})
 }
 
@@ -32,7 +33,7 @@ type server struct {
 // Handler that breaks its contract (wrong number of results) is an INTERNAL
 // error rather than a misaligned answer.
 func (s *server) Decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1.DecideResponse, error) {
-	if err := refusal(req); err != nil {
+	if err := grpclimit.Refusal(req); err != nil {
 		return nil, err
 	}
 	n := len(req.GetItems())

@@ -1,48 +1,14 @@
 package peer
 
 import (
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/weirhq/weir/tlsfiles"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
-
-// startTLSServer serves h on a free loopback port with mutual TLS from
-// files until the test ends.
-func startTLSServer(t *testing.T, h Handler, f tlstest.Files) string {
-	t.Helper()
-	store := loadTLS(t, f)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
-	Register(s, h)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
-func loadTLS(t *testing.T, f tlstest.Files) *tlsfiles.Store {
-	t.Helper()
-	s, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
 
 // TestClient_TLS_mutual checks the node-to-node plane's authentication in
 // both directions: only a peer with a client certificate from the cluster
@@ -53,8 +19,8 @@ func TestClient_TLS_mutual(t *testing.T) {
 	ca, rogueCA := tlstest.NewCA(t, "cluster"), tlstest.NewCA(t, "rogue")
 	good := ca.WriteFiles(t, dir, "server", "node-a", "127.0.0.1")
 	h := &fakeHandler{}
-	addr := startTLSServer(t, h, good)
-	rogueAddr := startTLSServer(t, &fakeHandler{}, rogueCA.WriteFiles(t, dir, "rogue-server", "rogue", "127.0.0.1"))
+	addr := tlstest.ServeGRPC(t, good, func(s *grpc.Server) { Register(s, h) })
+	rogueAddr := tlstest.ServeGRPC(t, rogueCA.WriteFiles(t, dir, "rogue-server", "rogue", "127.0.0.1"), func(s *grpc.Server) { Register(s, &fakeHandler{}) })
 
 	client := ca.WriteFiles(t, dir, "client", "node-b")
 	roguePeer := rogueCA.WriteFiles(t, dir, "rogue-client", "rogue")
@@ -65,10 +31,10 @@ func TestClient_TLS_mutual(t *testing.T) {
 		addr   string
 		wantOK bool
 	}{
-		{"cluster certificate", loadTLS(t, client).ClientCredentials(""), addr, true},
+		{"cluster certificate", client.Store(t).ClientCredentials(""), addr, true},
 		{"plaintext peer", nil, addr, false},
-		{"certificate from another CA", loadTLS(t, roguePeer).ClientCredentials(""), addr, false},
-		{"server from another CA", loadTLS(t, client).ClientCredentials(""), rogueAddr, false},
+		{"certificate from another CA", roguePeer.Store(t).ClientCredentials(""), addr, false},
+		{"server from another CA", client.Store(t).ClientCredentials(""), rogueAddr, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, _ := newClient(t, func(c *ClientConfig) { c.TLS, c.Timeout = tc.creds, 2*time.Second })

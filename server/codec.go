@@ -1,104 +1,66 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding"
-	grpcproto "google.golang.org/grpc/encoding/proto"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 )
 
-// errTooLarge marks a request bigger than any valid one.
-var errTooLarge = errors.New("server: request too large")
-
-// codec is the standard proto codec, except for weir.v1 requests: those are
-// checked against the API limits before decoding (scanRequest, scanBatch),
-// and a refusal or decoding failure (garbage bytes, invalid UTF-8) is not
-// returned to gRPC, which would answer INTERNAL, but recorded in the
-// request for the service to answer with the right code (see refusal).
-type codec struct{ base encoding.CodecV2 }
-
-var _ encoding.CodecV2 = (*codec)(nil)
-
-func newCodec() *codec { return &codec{base: encoding.GetCodecV2(grpcproto.Name)} }
-
-func (c *codec) Name() string { return grpcproto.Name }
-
-func (c *codec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
-
-func (c *codec) Unmarshal(data mem.BufferSlice, v any) error {
-	var check func([]byte) error
-	switch v.(type) {
-	case *weirv1.DecideRequest:
-		check = scanRequest
-	case *weirv1.DecideBatchRequest:
-		check = scanBatch
-	default:
-		return c.base.Unmarshal(data, v)
-	}
-	m := v.(proto.Message)
-	buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-	defer buf.Free()
-	b := buf.ReadOnlyData()
-	err := check(b)
-	if err == nil {
-		if uerr := proto.Unmarshal(b, m); uerr != nil {
-			err = fmt.Errorf("%w: malformed request: %v", limiter.ErrInvalidRequest, uerr)
+// newCodec is the gRPC codec of the public server: weir.v1 requests are
+// checked against the API limits on the wire before they are decoded
+// (scanRequest, scanBatch), and the service answers a refusal with
+// grpclimit.Refusal.
+func newCodec() *grpclimit.Codec {
+	return grpclimit.NewCodec(func(v any) grpclimit.Check {
+		switch v.(type) {
+		case *weirv1.DecideRequest:
+			return scanRequest
+		case *weirv1.DecideBatchRequest:
+			return scanBatch
 		}
-	}
-	if err != nil {
-		markRefused(m, err)
-	}
-	return nil
+		return nil
+	})
 }
 
-// Field numbers (the largest protobuf allows, unused by the API) under
-// which the codec records a refusal in a request's unknown fields. A
-// client that sends them itself only gets its own request refused.
-const (
-	tooLargeField  protowire.Number = protowire.MaxValidNumber - 1
-	malformedField protowire.Number = protowire.MaxValidNumber
-)
-
-func markRefused(m proto.Message, err error) {
-	proto.Reset(m)
-	field := malformedField
-	if errors.Is(err, errTooLarge) {
-		field = tooLargeField
-	}
-	raw := protowire.AppendTag(nil, field, protowire.BytesType)
-	raw = protowire.AppendString(raw, err.Error())
-	m.ProtoReflect().SetUnknown(raw)
+// scanBatch checks a DecideBatchRequest's wire form against the API limits
+// without allocating: at most limiter.MaxBatch requests, each passing
+// scanRequest. It keeps a forged batch of millions of tiny descriptors
+// from being decoded into maps first and refused after.
+func scanBatch(b []byte) error {
+	n := 0
+	return grpclimit.ScanFields(b, func(num protowire.Number, typ protowire.Type, req []byte) error {
+		if num != 1 || typ != protowire.BytesType {
+			return nil
+		}
+		if n++; n > limiter.MaxBatch {
+			return fmt.Errorf("%w: more than %d requests in one batch", limiter.ErrInvalidRequest, limiter.MaxBatch)
+		}
+		if err := scanRequest(req); err != nil {
+			return fmt.Errorf("request %d: %w", n-1, err)
+		}
+		return nil
+	})
 }
 
-// refusal returns the gRPC status for a request the codec refused, or nil.
-func refusal(m proto.Message) error {
-	raw := m.ProtoReflect().GetUnknown()
-	for len(raw) > 0 {
-		num, typ, n := protowire.ConsumeTag(raw)
-		if n < 0 {
-			return nil
-		}
-		raw = raw[n:]
-		if typ == protowire.BytesType && (num == tooLargeField || num == malformedField) {
-			msg, _ := protowire.ConsumeString(raw)
-			if num == tooLargeField {
-				return status.Error(codes.ResourceExhausted, msg)
-			}
-			return status.Error(codes.InvalidArgument, msg)
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, raw); n < 0 {
-			return nil
-		}
-		raw = raw[n:]
+// scanRequest checks a DecideRequest's wire form: at most
+// MaxDecideRequestBytes (else grpclimit.ErrTooLarge) and at most
+// limiter.MaxDescriptors descriptors.
+func scanRequest(b []byte) error {
+	if len(b) > MaxDecideRequestBytes {
+		return fmt.Errorf("%w: request of %d bytes exceeds the largest valid request, %d bytes", grpclimit.ErrTooLarge, len(b), MaxDecideRequestBytes)
 	}
-	return nil
+	n := 0
+	return grpclimit.ScanFields(b, func(num protowire.Number, _ protowire.Type, _ []byte) error {
+		if num != 1 {
+			return nil
+		}
+		if n++; n > limiter.MaxDescriptors {
+			return fmt.Errorf("%w: more than %d descriptors", limiter.ErrInvalidRequest, limiter.MaxDescriptors)
+		}
+		return nil
+	})
 }

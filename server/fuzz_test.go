@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 )
 
@@ -29,7 +30,7 @@ func FuzzCodec_DecideRequest(f *testing.F) {
 		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, m); err != nil {
 			t.Fatalf("codec failed: %v", err)
 		}
-		if refusal(m) != nil {
+		if grpclimit.Refusal(m) != nil {
 			return
 		}
 		if len(data) > MaxDecideRequestBytes || len(m.GetDescriptors()) > limiter.MaxDescriptors {

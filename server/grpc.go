@@ -6,8 +6,8 @@ import (
 	"log/slog"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -41,7 +41,7 @@ func NewGRPCService(d Decider, logger *slog.Logger, opts ...ServiceOption) weirv
 // SERVING for the whole server ("") and for weir.v1.RateLimiter; the caller
 // keeps it to report NOT_SERVING when shutting down (Shutdown). opts apply
 // to the service as in NewGRPCService. Call before s.Serve.
-func RegisterGRPC(s *grpc.Server, d Decider, logger *slog.Logger, opts ...ServiceOption) *health.Server {
+func RegisterGRPC(s reflection.GRPCServer, d Decider, logger *slog.Logger, opts ...ServiceOption) *health.Server {
 	weirv1.RegisterRateLimiterServer(s, NewGRPCService(d, logger, opts...))
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -61,7 +61,7 @@ type grpcService struct {
 var _ weirv1.RateLimiterServer = (*grpcService)(nil)
 
 func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*weirv1.DecideResponse, error) {
-	if err := refusal(in); err != nil {
+	if err := grpclimit.Refusal(in); err != nil {
 		return nil, err
 	}
 	out, err := decide(ctx, g.d, in)
@@ -73,7 +73,7 @@ func (g *grpcService) Decide(ctx context.Context, in *weirv1.DecideRequest) (*we
 }
 
 func (g *grpcService) DecideBatch(ctx context.Context, in *weirv1.DecideBatchRequest) (*weirv1.DecideBatchResponse, error) {
-	if err := refusal(in); err != nil {
+	if err := grpclimit.Refusal(in); err != nil {
 		return nil, err
 	}
 	out, err := decideBatch(ctx, g.d, in)

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
@@ -81,60 +80,4 @@ func (c GRPCConfig) Validate() error {
 // with any others (credentials). c must pass Validate.
 func (c GRPCConfig) ServerOptions() []grpc.ServerOption {
 	return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
-}
-
-// scanBatch checks a DecideBatchRequest's wire form against the API limits
-// without allocating: at most limiter.MaxBatch requests, each at most
-// MaxDecideRequestBytes with at most limiter.MaxDescriptors descriptors. It
-// keeps a forged batch of millions of tiny descriptors from being decoded
-// into maps first and refused after. Malformed wire data is left for
-// proto.Unmarshal to report.
-func scanBatch(b []byte) error {
-	n := 0
-	for len(b) > 0 {
-		num, typ, tl := protowire.ConsumeTag(b)
-		if tl < 0 {
-			return nil
-		}
-		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
-		if vl < 0 {
-			return nil
-		}
-		if num == 1 && typ == protowire.BytesType {
-			n++
-			if n > limiter.MaxBatch {
-				return fmt.Errorf("%w: more than %d requests in one batch", limiter.ErrInvalidRequest, limiter.MaxBatch)
-			}
-			req, _ := protowire.ConsumeBytes(b[tl:])
-			if err := scanRequest(req); err != nil {
-				return fmt.Errorf("request %d: %w", n-1, err)
-			}
-		}
-		b = b[tl+vl:]
-	}
-	return nil
-}
-
-func scanRequest(b []byte) error {
-	if len(b) > MaxDecideRequestBytes {
-		return fmt.Errorf("%w: request of %d bytes exceeds the largest valid request, %d bytes", errTooLarge, len(b), MaxDecideRequestBytes)
-	}
-	n := 0
-	for len(b) > 0 {
-		num, typ, tl := protowire.ConsumeTag(b)
-		if tl < 0 {
-			return nil
-		}
-		vl := protowire.ConsumeFieldValue(num, typ, b[tl:])
-		if vl < 0 {
-			return nil
-		}
-		if num == 1 {
-			if n++; n > limiter.MaxDescriptors {
-				return fmt.Errorf("%w: more than %d descriptors", limiter.ErrInvalidRequest, limiter.MaxDescriptors)
-			}
-		}
-		b = b[tl+vl:]
-	}
-	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/httplimit"
+	"github.com/weirhq/weir/inflight"
 	"github.com/weirhq/weir/limiter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -25,6 +26,11 @@ type HTTPConfig struct {
 	// DefaultMaxBodyBytes. Raising it lets bigger batches through at the
 	// price of more memory per request.
 	MaxBodyBytes int64
+	// InFlight, if not nil, is the node-wide budget of bytes being
+	// received: a body reserves its Content-Length (MaxBodyBytes when
+	// unknown) before it is read, until it is parsed. A body that finds no
+	// room in time is answered 503 with Retry-After: 1, unread.
+	InFlight *inflight.Budget
 }
 
 // DefaultMaxBodyBytes is the body cap when HTTPConfig.MaxBodyBytes is zero.
@@ -130,6 +136,15 @@ func (a *httpAPI) decideBatch(w http.ResponseWriter, r *http.Request) {
 	a.writeProto(w, http.StatusOK, out)
 }
 
+// bodyReservation is what a body of the declared length (-1: unknown) may
+// hold while it is read and parsed, under a cap of maxBody.
+func bodyReservation(declared, maxBody int64) int64 {
+	if declared < 0 || declared > maxBody {
+		return maxBody
+	}
+	return max(declared, 1)
+}
+
 // readBody checks the method and parses the capped body into m. When it
 // returns false it has already answered.
 func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
@@ -137,6 +152,15 @@ func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Messa
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
 		return false
+	}
+	if a.cfg.InFlight != nil {
+		release, err := a.cfg.InFlight.Acquire(r.Context(), r.RemoteAddr, bodyReservation(r.ContentLength, a.cfg.MaxBodyBytes))
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable, "body not read: "+err.Error())
+			return false
+		}
+		defer release()
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
 	if err != nil {

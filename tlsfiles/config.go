@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 
 	"google.golang.org/grpc/credentials"
 )
@@ -43,10 +45,23 @@ func (s *Store) ServerConfig(clientAuth bool) *tls.Config {
 	return c
 }
 
+// NodeServerConfig is ServerConfig(true) for a listener whose clients are
+// nodes: a client's certificate must chain to the CA bundle and be valid
+// for server as well as client authentication, as a node's certificate is
+// (a node serves with the certificate it dials with). A client-only
+// certificate from the same CA, such as an operator's, is refused.
+func (s *Store) NodeServerConfig() *tls.Config {
+	c := s.ServerConfig(true)
+	c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		return verifyClient(raw, s.current().roots, x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth)
+	}
+	return c
+}
+
 // verifyClient checks a client's chain as crypto/tls does with
-// RequireAndVerifyClientCert: the leaf must chain to roots and be valid for
-// client authentication now.
-func verifyClient(raw [][]byte, roots *x509.CertPool) error {
+// RequireAndVerifyClientCert: the leaf must chain to roots and be valid now
+// for client authentication, and for every other usage given.
+func verifyClient(raw [][]byte, roots *x509.CertPool, usages ...x509.ExtKeyUsage) error {
 	if roots == nil {
 		return ErrNoCA
 	}
@@ -65,13 +80,52 @@ func verifyClient(raw [][]byte, roots *x509.CertPool) error {
 	for _, c := range certs[1:] {
 		inter.AddCert(c)
 	}
-	_, err := certs[0].Verify(x509.VerifyOptions{
-		Roots:         roots,
-		Intermediates: inter,
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
+	if len(usages) == 0 {
+		usages = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	}
+	// One Verify per usage: VerifyOptions.KeyUsages accepts a chain valid
+	// for any one of them.
+	for _, u := range usages {
+		_, err := certs[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{u}})
+		if err != nil {
+			return fmt.Errorf("tlsfiles: client certificate %q: %w", certs[0].Subject.CommonName, err)
+		}
+	}
+	return nil
+}
+
+// CheckSeparateCAs returns an error if any certificate in the PEM bundle
+// caFile is, or is issued by, a CA of the bundle rootsFile: certificates
+// issued from caFile would then also be trusted by rootsFile's holders. A
+// node uses it to keep its operators' CA apart from its peer CA.
+func CheckSeparateCAs(caFile, rootsFile string) error {
+	b, err := os.ReadFile(caFile)
 	if err != nil {
-		return fmt.Errorf("tlsfiles: client certificate: %w", err)
+		return fmt.Errorf("tlsfiles: read %s: %w", caFile, err)
+	}
+	rb, err := os.ReadFile(rootsFile)
+	if err != nil {
+		return fmt.Errorf("tlsfiles: read %s: %w", rootsFile, err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(rb) {
+		return fmt.Errorf("tlsfiles: %s holds no PEM certificate", rootsFile)
+	}
+	for len(b) > 0 {
+		var block *pem.Block
+		if block, b = pem.Decode(b); block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return fmt.Errorf("tlsfiles: %s: %w", caFile, err)
+		}
+		if _, err := c.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err == nil {
+			return fmt.Errorf("tlsfiles: %q in %s is, or is issued by, a CA in %s", c.Subject.CommonName, caFile, rootsFile)
+		}
 	}
 	return nil
 }

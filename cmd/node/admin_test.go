@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/weirhq/weir/admin"
 	"github.com/weirhq/weir/shadow"
-	"github.com/weirhq/weir/tlsfiles"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
 
@@ -166,21 +164,8 @@ func TestNode_adminMTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, err := net.SplitHostPort(n.adminAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "https://127.0.0.1:" + port + admin.StatusPath
-	client := func(cert, key string) *http.Client {
-		t.Helper()
-		s, err := tlsfiles.Load(tlsfiles.Config{CertFile: cert, KeyFile: key, CAFile: nodeFiles.CA}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tr := &http.Transport{TLSClientConfig: s.ClientConfig("")}
-		t.Cleanup(tr.CloseIdleConnections)
-		return &http.Client{Transport: tr}
-	}
+	url := adminStatusURL(t, n)
+	client := func(cert, key string) *http.Client { return adminClient(t, cert, key, nodeFiles.CA) }
 
 	op := ca.WriteFiles(t, dir, "operator", "operator")
 	var st admin.Status
@@ -196,7 +181,7 @@ func TestNode_adminMTLS(t *testing.T) {
 	}
 	// Plaintext HTTP to the TLS listener gets net/http's 400, never an
 	// admin answer.
-	if resp, err := http.Get("http://127.0.0.1:" + port + admin.StatusPath); err == nil {
+	if resp, err := http.Get("http://" + strings.TrimPrefix(url, "https://")); err == nil {
 		resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			t.Fatal("plaintext HTTP was answered on the mTLS admin listener")

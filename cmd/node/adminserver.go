@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/server"
+	"github.com/weirhq/weir/tlsfiles"
 )
 
 // adminMaxConns bounds the admin listener's connections: it serves
@@ -18,9 +19,10 @@ const adminMaxConns = 64
 // adminServer is the read-only admin listener (--admin-addr): /admin/status,
 // /admin/shadow and /admin/inspect, which read other tenants' keys and
 // state and so are never served on the public port. With the peer mTLS
-// material it is HTTPS and every client must present a certificate from the
-// peer CA; without it, it is plaintext, which security.validate allows only
-// on loopback or with --insecure-peer.
+// material it is HTTPS and every client must present a certificate from
+// --admin-tls-ca, or from the peer CA without it; without the material it
+// is plaintext, which security.validate allows only on loopback or with
+// --insecure-peer.
 type adminServer struct {
 	lis  net.Listener       // nil when --admin-addr is empty
 	http *server.HTTPServer // nil until serveAdmin
@@ -55,13 +57,23 @@ func (n *node) serveAdmin(lim *limiter.Limiter, reg *prometheus.Registry) error 
 	}
 	n.admin.http = hs
 	serve := func() error { return hs.Serve(n.admin.lis) }
-	if n.tls.peer != nil {
-		hs.TLSConfig = n.tls.peer.ServerConfig(true)
+	if store := n.adminTLS(); store != nil {
+		hs.TLSConfig = store.ServerConfig(true)
 		serve = func() error { return hs.ServeTLS(n.admin.lis, "", "") }
 	}
 	go func() { n.report(serve(), "admin") }()
-	n.logger.Info("admin endpoints listening", "admin", n.admin.lis.Addr().String(), "mtls", n.tls.peer != nil)
+	n.logger.Info("admin endpoints listening", "admin", n.admin.lis.Addr().String(), "mtls", n.adminTLS() != nil, "operator_ca", n.tls.admin != nil)
 	return nil
+}
+
+// adminTLS is the admin listener's TLS material: the peer certificate
+// with clients from --admin-tls-ca if given, else from --peer-tls-ca; nil
+// without peer TLS.
+func (n *node) adminTLS() *tlsfiles.Store {
+	if n.tls.admin != nil {
+		return n.tls.admin
+	}
+	return n.tls.peer
 }
 
 // shutdownAdmin stops the admin server (or closes its listener if it never

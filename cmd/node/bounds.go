@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/inflight"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
@@ -20,6 +21,9 @@ type boundsConfig struct {
 	MaxKeys      int
 	PeerMaxSkew  time.Duration
 	HTTPMaxConns int
+	// MaxInflightBytes bounds the bytes of requests being received at
+	// once, node-wide (inflight.Config.MaxBytes).
+	MaxInflightBytes int64
 }
 
 // addBoundsFlags defines the bounds' flags on fs. The returned function
@@ -29,7 +33,8 @@ func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) strin
 	fs.IntVar(&b.MaxKeys, "max-keys", 0, "most keys held in owner memory; rested keys are evicted first, and when all are live new keys fall back by policy (reason memory_full); 0 means no cap")
 	fs.DurationVar(&b.PeerMaxSkew, "peer-max-skew", peer.DefaultMaxSkew, "forwarded work stamped further than this from this node's clock is refused")
 	fs.IntVar(&b.HTTPMaxConns, "http-max-conns", server.DefaultHTTPServerConfig().MaxConns, "most open HTTP connections; keep well below ulimit -n")
-	names := []string{"max-keys", "peer-max-skew", "http-max-conns"}
+	fs.Int64Var(&b.MaxInflightBytes, "max-inflight-bytes", inflight.DefaultConfig().MaxBytes, "most bytes of gRPC and HTTP requests being received at once, node-wide; each gRPC call reserves the largest message its listener reads (16 MiB) until its request is decoded, and a call that finds no room within 5 s is refused (RESOURCE_EXHAUSTED, HTTP 503)")
+	names := []string{"max-keys", "peer-max-skew", "http-max-conns", "max-inflight-bytes"}
 	return func() error {
 		given := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -47,11 +52,28 @@ func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) strin
 		if b.PeerMaxSkew <= 0 {
 			errs = append(errs, fmt.Errorf("--peer-max-skew %s must be positive", b.PeerMaxSkew))
 		}
+		if b.MaxInflightBytes < maxGRPCMessage() {
+			errs = append(errs, fmt.Errorf("--max-inflight-bytes %d must hold at least one largest gRPC message, %d bytes", b.MaxInflightBytes, maxGRPCMessage()))
+		}
 		if b.HTTPMaxConns <= 0 {
 			errs = append(errs, fmt.Errorf("--http-max-conns %d must be positive", b.HTTPMaxConns))
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// maxGRPCMessage is the largest message either gRPC listener reads: what
+// each gated call reserves of --max-inflight-bytes.
+func maxGRPCMessage() int64 {
+	return int64(max(server.DefaultGRPCConfig().MaxRecvMsgBytes, peer.DefaultServerConfig().MaxRecvMsgBytes))
+}
+
+// newInflightBudget is the node-wide budget --max-inflight-bytes sets,
+// shared by the public and peer gRPC servers and the HTTP API.
+func newInflightBudget(b boundsConfig, reg prometheus.Registerer) (*inflight.Budget, error) {
+	cfg := inflight.DefaultConfig()
+	cfg.MaxBytes = b.MaxInflightBytes
+	return inflight.New(cfg, reg)
 }
 
 // memstoreConfig is owner memory's configuration with the --max-keys cap.

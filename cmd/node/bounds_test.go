@@ -34,6 +34,7 @@ func TestParseConfig_bounds(t *testing.T) {
 		{[]string{"--max-keys", "-1"}, nil, "--max-keys -1 must not be negative"},
 		{[]string{"--peer-max-skew", "0s"}, nil, "--peer-max-skew 0s must be positive"},
 		{[]string{"--http-max-conns", "0"}, nil, "--http-max-conns 0 must be positive"},
+		{[]string{"--max-inflight-bytes", "1000"}, nil, "--max-inflight-bytes 1000 must hold at least one largest gRPC message"},
 	} {
 		_, err := parseConfig(tc.args, env(tc.env), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

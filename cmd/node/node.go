@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/weirhq/weir/envoyrls"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
@@ -161,14 +162,21 @@ func (n *node) listen(cfg config) error {
 // never registered on the public server, and the peer server has no
 // reflection.
 func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *prometheus.Registry) error {
+	budget, err := newInflightBudget(cfg.Bounds, reg)
+	if err != nil {
+		return err
+	}
 	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
-	n.health = server.RegisterGRPC(n.grpc, lim, n.logger, server.WithTopology(n.topology(lim)))
+	public := grpclimit.Gate(n.grpc, budget, int(maxGRPCMessage()))
+	n.health = server.RegisterGRPC(public, lim, n.logger, server.WithTopology(n.topology(lim)))
 	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
-	peer.Register(n.peerGRPC, ph)
-	envoyrls.Register(n.grpc, n.rls)
+	peer.Register(grpclimit.Gate(n.peerGRPC, budget, int(maxGRPCMessage())), ph)
+	envoyrls.Register(public, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
-	hs, err := server.NewHTTPServer(hcfg, server.NewHTTPHandler(server.DefaultHTTPConfig(), lim, reg, n.state.ready, n.logger), n.logger, reg)
+	apiCfg := server.DefaultHTTPConfig()
+	apiCfg.InFlight = budget
+	hs, err := server.NewHTTPServer(hcfg, server.NewHTTPHandler(apiCfg, lim, reg, n.state.ready, n.logger), n.logger, reg)
 	if err != nil {
 		return err
 	}

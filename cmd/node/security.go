@@ -22,6 +22,7 @@ type security struct {
 	PeerTLSKey        string
 	PeerTLSCA         string
 	PeerTLSServerName string
+	AdminTLSCA        string
 	InsecurePeer      bool
 	GossipKey         string
 	GossipKeyFile     string
@@ -34,10 +35,11 @@ type security struct {
 // defaults from WEIR_* variables as every other flag does.
 func (s *security) flags(fs *flag.FlagSet, str func(*string, string, string, string), boolean func(*bool, string, bool, string)) {
 	str(&s.PeerAddr, "peer-addr", "127.0.0.1:8091", "node-to-node gRPC listen address (forwarding between owners; never the public port). Off loopback it needs --peer-tls-* or --insecure-peer")
-	str(&s.AdminAddr, "admin-addr", "127.0.0.1:8092", "read-only admin HTTP listen address (/admin/status, /admin/shadow, /admin/inspect; never the public port); empty disables. Off loopback it needs --peer-tls-* (HTTPS, client certificates from the peer CA) or --insecure-peer")
+	str(&s.AdminAddr, "admin-addr", "127.0.0.1:8092", "read-only admin HTTP listen address (/admin/status, /admin/shadow, /admin/inspect; never the public port); empty disables. Off loopback it needs --peer-tls-* (HTTPS, client certificates from --admin-tls-ca, or the peer CA without it) or --insecure-peer")
 	str(&s.PeerTLSCert, "peer-tls-cert", "", "PEM certificate this node presents on the peer plane, as server and as client (reloaded on change)")
 	str(&s.PeerTLSKey, "peer-tls-key", "", "PEM private key of --peer-tls-cert")
 	str(&s.PeerTLSCA, "peer-tls-ca", "", "PEM CA bundle peers' certificates must chain to, both ways (mutual TLS)")
+	str(&s.AdminTLSCA, "admin-tls-ca", "", "PEM CA bundle of operator certificates: the admin listener then accepts client certificates from it only (not from --peer-tls-ca); must not be, or be issued by, the peer CA, so operator certificates never work on the peer plane")
 	str(&s.PeerTLSServerName, "peer-tls-server-name", "", "name every peer's certificate must carry (default: the peer's advertised host)")
 	boolean(&s.InsecurePeer, "insecure-peer", false, "allow a plaintext, unauthenticated peer listener off loopback (isolated test networks only)")
 	str(&s.GossipKey, "gossip-key", "", "base64 gossip encryption key (16, 24 or 32 bytes); prefer --gossip-key-file")
@@ -71,6 +73,9 @@ func (s security) validate(gossipAddr, advertise string) []error {
 	}
 	if !isLoopback(s.PeerAddr) && !s.peerTLS() && !s.InsecurePeer {
 		errs = append(errs, fmt.Errorf("--peer-addr %s is reachable beyond this host: give --peer-tls-cert, --peer-tls-key and --peer-tls-ca, or --insecure-peer on an isolated network", s.PeerAddr))
+	}
+	if s.AdminTLSCA != "" && !s.peerTLS() {
+		errs = append(errs, errors.New("--admin-tls-ca needs --peer-tls-cert, --peer-tls-key and --peer-tls-ca (the admin listener serves the node's peer certificate)"))
 	}
 	if s.adminExposed() && !s.InsecurePeer {
 		errs = append(errs, fmt.Errorf("--admin-addr %s is reachable beyond this host: give --peer-tls-cert, --peer-tls-key and --peer-tls-ca (HTTPS with client certificates), or --insecure-peer on an isolated network", s.AdminAddr))

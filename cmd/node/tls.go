@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -14,6 +15,7 @@ import (
 type tlsStores struct {
 	public *tlsfiles.Store // --tls-cert, --tls-key, --tls-client-ca
 	peer   *tlsfiles.Store // --peer-tls-cert, --peer-tls-key, --peer-tls-ca
+	admin  *tlsfiles.Store // the peer certificate and key, with --admin-tls-ca
 }
 
 // openTLS loads the configured certificates and keeps them reloaded until
@@ -35,6 +37,26 @@ func (n *node) openTLS(ctx context.Context, cfg config) error {
 		n.tls.peer = s
 		n.goBackground(func() error { return s.Run(ctx) })
 	}
+	if cfg.AdminTLSCA != "" {
+		return n.openAdminTLS(ctx, cfg)
+	}
+	return nil
+}
+
+// openAdminTLS loads the admin listener's material: the node's peer
+// certificate, and --admin-tls-ca for its clients, which must be apart
+// from the peer CA (checked here, at start) so that no operator
+// certificate is also a cluster member.
+func (n *node) openAdminTLS(ctx context.Context, cfg config) error {
+	if err := tlsfiles.CheckSeparateCAs(cfg.AdminTLSCA, cfg.PeerTLSCA); err != nil {
+		return fmt.Errorf("--admin-tls-ca must be a CA of its own, apart from --peer-tls-ca, or every operator certificate would be a cluster member: %w", err)
+	}
+	s, err := tlsfiles.Load(tlsfiles.Config{CertFile: cfg.PeerTLSCert, KeyFile: cfg.PeerTLSKey, CAFile: cfg.AdminTLSCA, RequireCA: true}, n.logger.With("tls", "admin"))
+	if err != nil {
+		return err
+	}
+	n.tls.admin = s
+	n.goBackground(func() error { return s.Run(ctx) })
 	return nil
 }
 
@@ -48,12 +70,14 @@ func (n *node) publicServerOptions(cfg config) []grpc.ServerOption {
 }
 
 // peerServerOptions requires mutual TLS on the peer server when
-// --peer-tls-* are set.
+// --peer-tls-* are set, with a node certificate: one from the peer CA that
+// is valid for server authentication too, so that a client-only
+// certificate from the same CA (an operator's) is refused.
 func (n *node) peerServerOptions() []grpc.ServerOption {
 	if n.tls.peer == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(n.tls.peer.ServerConfig(true)))}
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(n.tls.peer.NodeServerConfig()))}
 }
 
 // peerClientCredentials is what this node dials its peers with: its peer

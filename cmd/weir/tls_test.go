@@ -10,38 +10,18 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/weirhq/weir/admin"
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
-	"github.com/weirhq/weir/tlsfiles"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
-
-// serveFakeMTLS serves a fakeNode that requires a client certificate from
-// f.CA, on loopback until the test ends.
-func serveFakeMTLS(t *testing.T, f tlstest.Files) string {
-	t.Helper()
-	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(grpc.Creds(credentials.NewTLS(store.ServerConfig(true))))
-	weirv1.RegisterRateLimiterServer(s, &fakeNode{})
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	t.Cleanup(func() { s.Stop(); <-done })
-	return lis.Addr().String()
-}
 
 func TestRun_TLSFlags(t *testing.T) {
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "weir")
-	addr := serveFakeMTLS(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1"))
+	addr := tlstest.ServeGRPC(t, ca.WriteFiles(t, dir, "node", "node", "127.0.0.1"), func(s *grpc.Server) {
+		weirv1.RegisterRateLimiterServer(s, &fakeNode{})
+	})
 	me := ca.WriteFiles(t, dir, "cli", "cli")
 	withCert := []string{"--addr", addr, "--tls-ca", me.CA, "--tls-cert", me.Cert, "--tls-key", me.Key}
 
@@ -67,10 +47,6 @@ func TestRun_TLSFlags(t *testing.T) {
 // certificate from f.CA as a node's admin listener with --peer-tls-* does.
 func serveAdminMTLS(t *testing.T, f tlstest.Files, path string, v any) string {
 	t.Helper()
-	store, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(v) })
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -78,7 +54,7 @@ func serveAdminMTLS(t *testing.T, f tlstest.Files, path string, v any) string {
 		t.Fatal(err)
 	}
 	// Not httptest: its StartTLS would put its own certificate first.
-	srv := &http.Server{Handler: mux, TLSConfig: store.ServerConfig(true), ErrorLog: log.New(io.Discard, "", 0)}
+	srv := &http.Server{Handler: mux, TLSConfig: f.Store(t).ServerConfig(true), ErrorLog: log.New(io.Discard, "", 0)}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.ServeTLS(lis, "", "") }()
 	t.Cleanup(func() { srv.Close(); <-done })

@@ -1,6 +1,7 @@
 // Package tlstest makes real certificates for tests: a throwaway ECDSA CA
 // and leaf certificates it signs, written as PEM files under a test's
-// temporary directory. Nothing here is fit for production keys.
+// temporary directory, and a mutual-TLS gRPC server on them (ServeGRPC).
+// Nothing here is fit for production keys.
 package tlstest
 
 import (
@@ -16,6 +17,11 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/weirhq/weir/tlsfiles"
 )
 
 // CA is a self-signed certificate authority that lives for one test.
@@ -28,6 +34,19 @@ type CA struct {
 // NewCA returns a fresh CA named name.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
+	return newCA(t, name, nil)
+}
+
+// NewIntermediate returns a CA named name issued by ca: certificates it
+// issues chain to ca too.
+func (ca *CA) NewIntermediate(t testing.TB, name string) *CA {
+	t.Helper()
+	return newCA(t, name, ca)
+}
+
+// newCA makes a CA signed by parent, or self-signed when parent is nil.
+func newCA(t testing.TB, name string, parent *CA) *CA {
+	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(t),
@@ -38,7 +57,11 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	signer, signKey := tmpl, key
+	if parent != nil {
+		signer, signKey = parent.Cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +73,14 @@ func NewCA(t testing.TB, name string) *CA {
 }
 
 // Issue signs a leaf certificate for cn, valid for both server and client
-// authentication, with hosts (IP literals or DNS names) as its SANs. It
-// returns the certificate and its private key, PEM-encoded.
+// authentication (a node's), with hosts (IP literals or DNS names) as its
+// SANs. It returns the certificate and its private key, PEM-encoded.
 func (ca *CA) Issue(t testing.TB, cn string, hosts ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
+	return ca.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, hosts)
+}
+
+func (ca *CA) issue(t testing.TB, cn string, usages []x509.ExtKeyUsage, hosts []string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -61,7 +89,7 @@ func (ca *CA) Issue(t testing.TB, cn string, hosts ...string) (certPEM, keyPEM [
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  usages,
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -93,6 +121,19 @@ type Files struct {
 func (ca *CA) WriteFiles(t testing.TB, dir, name, cn string, hosts ...string) Files {
 	t.Helper()
 	cert, key := ca.Issue(t, cn, hosts...)
+	return ca.write(t, dir, name, cert, key)
+}
+
+// WriteClientFiles is WriteFiles for a certificate valid for client
+// authentication only (an operator's), with no SANs.
+func (ca *CA) WriteClientFiles(t testing.TB, dir, name, cn string) Files {
+	t.Helper()
+	cert, key := ca.issue(t, cn, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
+	return ca.write(t, dir, name, cert, key)
+}
+
+func (ca *CA) write(t testing.TB, dir, name string, cert, key []byte) Files {
+	t.Helper()
 	f := Files{
 		Cert: filepath.Join(dir, name+".crt"),
 		Key:  filepath.Join(dir, name+".key"),
@@ -122,4 +163,33 @@ func serial(t testing.TB) *big.Int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// Store loads f as a node does (certificate, key and a CA that client
+// certificates must chain to), failing the test if it does not load.
+func (f Files) Store(t testing.TB) *tlsfiles.Store {
+	t.Helper()
+	s, err := tlsfiles.Load(tlsfiles.Config{CertFile: f.Cert, KeyFile: f.Key, CAFile: f.CA, RequireCA: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ServeGRPC serves, on a free loopback port with mutual TLS from f (a
+// client certificate from f.CA required), the services register adds,
+// until the test ends. It returns the address.
+func ServeGRPC(t testing.TB, f Files, register func(*grpc.Server)) string {
+	t.Helper()
+	creds := credentials.NewTLS(f.Store(t).ServerConfig(true))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer(grpc.Creds(creds))
+	register(s)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = s.Serve(lis) }()
+	t.Cleanup(func() { s.Stop(); <-done })
+	return lis.Addr().String()
 }
