@@ -38,19 +38,19 @@ type (
 		Scope       string `yaml:"scope"`
 	}
 	fileLimit struct {
-		Name          string   `yaml:"name"`
-		Match         []string `yaml:"match"`
-		Group         string   `yaml:"group"`
-		Rate          string   `yaml:"rate"`
-		Burst         int64    `yaml:"burst"`
-		Shadow        bool     `yaml:"shadow"`
-		Consistency   string   `yaml:"consistency"`
-		OnFailure     string   `yaml:"on_failure"`
-		FallbackRate  string   `yaml:"fallback_rate"`
-		FallbackBurst int64    `yaml:"fallback_burst"`
+		Name          string     `yaml:"name"`
+		Match         []string   `yaml:"match"`
+		Group         string     `yaml:"group"`
+		Rate          string     `yaml:"rate"`
+		Burst         int64      `yaml:"burst"`
+		Shadow        bool       `yaml:"shadow"`
+		Consistency   string     `yaml:"consistency"`
+		OnFailure     string     `yaml:"on_failure"`
+		FallbackRate  string     `yaml:"fallback_rate"`
+		FallbackBurst int64      `yaml:"fallback_burst"`
 		Leasable      *bool      `yaml:"leasable"` // replaced by Lease: refused with a message
 		Lease         *fileLease `yaml:"lease"`
-		Scope         string   `yaml:"scope"`
+		Scope         string     `yaml:"scope"`
 		fileEnvoy     `yaml:",inline"`
 	}
 	// fileAdjust is a tier's or an override's change to one limit.
