@@ -107,3 +107,13 @@ func (m *Match) Leasable(nodes int) bool {
 	return l.Lease != nil && !m.Shadow && l.Consistency == ConsistencyFast &&
 		lease.CheckLeasable(m.Params, *l.Lease, nodes) == nil
 }
+
+// LimitForKey returns the limit of this policy that built key (see Resolve
+// for the key's shape), or nil when none did. Safe for concurrent use.
+func (p *Policy) LimitForKey(key string) *Limit {
+	l, _, ok := p.splitKey(key)
+	if !ok {
+		return nil
+	}
+	return l
+}
