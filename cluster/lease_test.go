@@ -18,7 +18,7 @@ import (
 const leasePolicy = `
 version: lease-test
 limits:
-  - {name: hot, match: [tenant], rate: 1000/s, burst: 100, lease: {max: 20, ttl: 250ms}}
+  - {name: hot, match: [tenant], rate: 1000/s, burst: 100, on_failure: closed, lease: {max: 20, ttl: 250ms}}
   - {name: small, match: [room], rate: 1000/s, burst: 8, lease: {max: 20, ttl: 250ms}}
   - {name: per-user, match: [tenant, user], group: tenant, rate: 50/s, burst: 5}
 `
