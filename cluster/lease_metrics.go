@@ -99,4 +99,3 @@ func (m *leaseMetrics) rpc(err error) {
 	}
 	m.rpcs.WithLabelValues(result).Inc()
 }
-

@@ -44,7 +44,7 @@ func leaseWorkload(lc *leaseCluster, rng *rand.Rand, steps int, churn func(step 
 		}
 		tenant := tenants[rng.IntN(len(tenants))]
 		cost := int64(1 + rng.IntN(2))
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		d, err := lc.nodes[names[rng.IntN(len(names))]].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": tenant}, Cost: cost})
 		cancel()
 		if err != nil {
