@@ -49,10 +49,12 @@ type LeaseConfig struct {
 }
 
 // DefaultLeaseConfig returns package lease's defaults, a 10ms tick, a 1s
-// sweep, a 50ms refresh timeout and a 20ms write-through timeout.
+// sweep, a 100ms refresh timeout (a reply later than that is worth little
+// of a 250ms lease, which counts from the send) and a 50ms write-through
+// timeout.
 func DefaultLeaseConfig() LeaseConfig {
 	return LeaseConfig{Grantor: lease.DefaultGrantorConfig(), Holder: lease.DefaultHolderConfig(),
-		Tick: 10 * time.Millisecond, SweepEvery: time.Second, RPCTimeout: 50 * time.Millisecond, WriteTimeout: 20 * time.Millisecond}
+		Tick: 10 * time.Millisecond, SweepEvery: time.Second, RPCTimeout: 100 * time.Millisecond, WriteTimeout: 50 * time.Millisecond}
 }
 
 // Validate reports whether c is usable (the sides' names aside, which
@@ -189,6 +191,7 @@ func (c *Cluster) HandleLease(ctx context.Context, from string, r lease.Refresh)
 	}
 	if err := c.writeThrough(ctx, l, writes); err != nil {
 		for _, i := range granted {
+			c.revoke(l, r.Items[i], out[i].Answer, now)
 			out[i] = peer.LeaseAnswer{Err: fmt.Errorf("cluster: lease not stored, not granted: %w", err)}
 		}
 	}
@@ -230,6 +233,26 @@ func (c *Cluster) grant(ctx context.Context, l *leases, it lease.Request, now in
 		return a.TAT, nil
 	})
 	return persist, c.staleAsMoving(it.Group, err)
+}
+
+// revoke settles a grant whose write-through failed as returned unspent:
+// the peer is answered an error, so nobody can spend its units, and they
+// go back to the key at once instead of stranding until the lease expires
+// (and keeping the peer busy until then). What the failed write may have
+// stored in Redis is only higher, never lower. A key dropped meanwhile
+// keeps its ledger's floor until the lease expires.
+func (c *Cluster) revoke(l *leases, it lease.Request, a lease.Answer, now int64) {
+	it.Demand, it.Return = 0, lease.Return{Grantor: a.Grantor, Lease: a.Lease, Unspent: a.Units}
+	_ = c.deps.Mem.UpdateAt(c.deps.Mem.Epoch(), it.Group, it.Key, now, func(tat int64, held bool) (int64, error) {
+		if !held {
+			return 0, memstore.ErrStaleEpoch // dropped: do not re-create it
+		}
+		l.gmu.Lock()
+		defer l.gmu.Unlock()
+		ans, err := l.g.Grant(tat, now, it)
+		l.active.Store(int64(l.g.Keys()))
+		return ans.TAT, err
+	})
 }
 
 // writeThrough stores grant TATs in Redis, under the Redis breaker and

@@ -191,3 +191,37 @@ func TestLeases_burstSmallerThanCap(t *testing.T) {
 		}
 	}
 }
+
+// A grant whose write-through fails is not given: the peer gets an error,
+// and the owner credits the units back at once, so the peer is not kept
+// busy (forwarding) until a lease nobody holds expires.
+func TestLeases_failedWriteThroughRevokes(t *testing.T) {
+	lc := newLeaseCluster(t, 2, true)
+	owner, peers := lc.ownerAndPeers("t1")
+	p := peers[0]
+	lc.warm(p, hotKV)
+	lc.redis.Stop()
+	lc.clock.Add(200 * time.Millisecond) // due: 40% of the TTL left
+	lc.decide(p, hotKV)
+	lc.tick()
+	if got := lc.units(p, hotKV); got != 0 {
+		t.Fatalf("%d units held after a grant that was not stored", got)
+	}
+	ol := lc.nodes[owner].cluster.leases
+	ol.gmu.Lock()
+	out := ol.g.Outstanding("t1", keyOf(hotKV), lc.clock.Nanos())
+	ol.gmu.Unlock()
+	if out != 0 {
+		t.Fatalf("owner still counts %d units out after the failed write", out)
+	}
+	if got := lc.metric(owner, "weir_lease_grants_total", "limit", "hot", "outcome", "error"); got != 1 {
+		t.Fatalf("error answers %v, want 1", got)
+	}
+	lc.redis.Restart()
+	lc.clock.Add(150 * time.Millisecond) // past the quiet spell, before the revoked lease would have expired
+	lc.decide(p, hotKV)
+	lc.tick()
+	if got := lc.units(p, hotKV); got == 0 {
+		t.Fatal("no lease once Redis was back: the peer is still busy on a revoked lease")
+	}
+}
