@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/limiter"
@@ -255,8 +256,11 @@ func (c *Cluster) revoke(l *leases, it lease.Request, a lease.Answer, now int64)
 	})
 }
 
-// writeThrough stores grant TATs in Redis, under the Redis breaker and
-// WriteTimeout. No Redis, nothing to write.
+// writeThrough stores grant TATs in Redis within WriteTimeout. No Redis,
+// nothing to write. An open Redis breaker fails it at once, but its own
+// failures are excused: a grant that is not stored costs only forwards,
+// and a write slowed past its tight timeout on a loaded machine must not
+// open the breaker that guards every load and strict decision.
 func (c *Cluster) writeThrough(ctx context.Context, l *leases, tats []redisbackend.TAT) error {
 	if len(tats) == 0 {
 		return nil
@@ -268,7 +272,11 @@ func (c *Cluster) writeThrough(ctx context.Context, l *leases, tats []redisbacke
 	wctx, cancel := context.WithTimeout(ctx, l.cfg.WriteTimeout)
 	defer cancel()
 	err = c.deps.Redis.StoreTATs(wctx, tats)
-	done(blame(ctx, err))
+	if err != nil {
+		done(fmt.Errorf("lease write-through: %w: %w", breaker.ErrExcused, err))
+	} else {
+		done(nil)
+	}
 	c.metrics.redisCommands.WithLabelValues("lease_store").Add(float64(len(tats)))
 	return err
 }
