@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -222,5 +223,44 @@ func TestLeases_failedWriteThroughRevokes(t *testing.T) {
 	// The return of the old lease and the revoked grant were both credited.
 	if got := lc.metric(owner, "weir_lease_units_total", "limit", "hot", "event", "credited"); got <= credited {
 		t.Fatalf("credited %v units, no more than the %v before: the revoked grant was not credited", got, credited)
+	}
+}
+
+// RunLeases ticks until ShutdownLeases, which waits for it and may be
+// called again; without RunLeases it returns at once.
+func TestLeases_RunLeases_shutdown(t *testing.T) {
+	lc := newLeaseCluster(t, 2, false)
+	_, peers := lc.ownerAndPeers("t1")
+	c := lc.nodes[peers[0]].cluster
+	for range 10 { // demand enough for a lease at the next tick
+		lc.decide(peers[0], hotKV)
+	}
+	exited := make(chan struct{})
+	go func() { c.RunLeases(context.Background()); close(exited) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for lc.units(peers[0], hotKV) == 0 { // the loop's own ticks grant it
+		if time.Now().After(deadline) {
+			t.Fatal("RunLeases never refreshed")
+		}
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.ShutdownLeases(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	default:
+		t.Fatal("ShutdownLeases returned before RunLeases did")
+	}
+	if err := c.ShutdownLeases(ctx); err != nil {
+		t.Fatalf("second ShutdownLeases: %v", err)
+	}
+	idle := lc.nodes[lc.names()[0]].cluster
+	if idle != c {
+		if err := idle.ShutdownLeases(ctx); err != nil {
+			t.Fatalf("ShutdownLeases without RunLeases: %v", err)
+		}
 	}
 }
