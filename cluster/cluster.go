@@ -136,6 +136,8 @@ type Cluster struct {
 	// swept remembers keys swept as rested (nil without Redis or with
 	// MaxSwept 0); see sweptSet.
 	swept *sweptSet
+	// leases is nil until EnableLeases (lease.go).
+	leases *leases
 }
 
 var (
@@ -192,6 +194,9 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 		}
 		return agg, err
 	}
+	if agg, ok := c.spendLease(r, owner, out); ok {
+		return agg, nil
+	}
 	// Copies: a forward that times out may still be queued or sent after
 	// Decide returns, and the limiter reuses r (limiter.Store).
 	it := peer.Item{Group: r.Group, Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost, Now: r.Now, Strict: r.Strict}
@@ -223,6 +228,9 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 	}
 	copy(out, res.Results)
 	c.repay(owner, r.Now)
+	if !res.Overall.Allowed {
+		c.noteLeaseDenials(r, out)
+	}
 	return res.Overall, nil
 }
 
@@ -415,6 +423,7 @@ func (c *Cluster) dropLocked(ctx context.Context, lost func(key string) bool) {
 	c.markHeld(lost)
 	err := c.flushKeys(fctx, lost)
 	n := c.deps.Mem.DeleteFunc(lost)
+	c.dropLeases(lost)
 	if err == nil {
 		err = c.flushKeys(fctx, lost)
 	}

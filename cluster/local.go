@@ -71,7 +71,7 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 			return gcra.Result{}, err
 		}
 	}
-	agg, err := c.deps.Mem.DecideAt(ctx, epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
+	agg, err := c.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out, c.leaseAdjust(r.Group, r.Now))
 	if errors.Is(err, memstore.ErrFull) {
 		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
 	}

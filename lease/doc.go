@@ -39,10 +39,12 @@
 //	}
 //
 // The caller's duties: store Answer.TAT before replying (write-through),
-// call [Grantor.Sweep] and [Holder.Sweep] every few TTLs and store the
-// floors Sweep returns, persist [Grantor.Reservation] with a key's TAT when
-// ownership moves and [Grantor.Adopt] it on the new owner, and give each
-// process a fresh name (node plus incarnation) for both sides. design.md
+// fold expired leases every few TTLs — [Grantor.Sweep] under every key's
+// lock, or [Grantor.Due] then [Grantor.Expire] under each key's own lock —
+// and [Holder.Sweep], keep a key's [Grantor.Reservation] in the TAT a new
+// owner will load (persisted with it and [Grantor.Adopt]ed, or folded into
+// it as the node does), and give each process a fresh name (node plus
+// incarnation) for both sides. design.md
 // beside this file has the protocol, the sizing rule, what each failure
-// costs and the plan for wiring it into the node.
+// costs and how the node wires it in.
 package lease

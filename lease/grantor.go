@@ -396,3 +396,41 @@ func (g *Grantor) Drop(drop func(group, key string) bool) int {
 	}
 	return n
 }
+
+// Keys returns how many keys have a ledger (an open or unfolded lease).
+// Zero means Effective returns every TAT unchanged.
+func (g *Grantor) Keys() int { return len(g.books) }
+
+// Due returns the keys with a lease that expired at or before now, each
+// with the TAT its expiries fold to from nothing, for a caller that
+// settles them one by one with Expire under each key's own lock (Sweep
+// does all at once, for a caller holding every key's lock).
+func (g *Grantor) Due(now int64) []Floor {
+	var due []Floor
+	for k, b := range g.books {
+		if len(b.leases) > 0 && b.leases[0].expires <= now {
+			tat, _, _ := b.walk(math.MinInt64, now)
+			due = append(due, Floor{Group: k.group, Key: k.key, TAT: tat})
+		}
+	}
+	return due
+}
+
+// Expire folds the key's leases that expired at or before now into tat,
+// forgets them, and returns the TAT the key must be stored with. Call it
+// under the lock that guards the key's TAT, and store the result before
+// releasing it: between the two, the expired leases are no longer in
+// Effective.
+func (g *Grantor) Expire(group, key string, tat, now int64) int64 {
+	k := bookKey{group, key}
+	b := g.books[k]
+	if b == nil {
+		return tat
+	}
+	tat, _, n := b.walk(tat, now)
+	g.expire(b, n)
+	if len(b.leases) == 0 {
+		delete(g.books, k)
+	}
+	return tat
+}

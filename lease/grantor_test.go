@@ -278,3 +278,28 @@ func TestGrantor_Adopt_newOwnerKeepsTheReservation(t *testing.T) {
 		t.Fatalf("drop removed %d ledgers", n)
 	}
 }
+
+func TestGrantor_DueExpire_foldOneKey(t *testing.T) {
+	cfg := DefaultGrantorConfig()
+	cfg.Name, cfg.Grace = "o#1", 0
+	g, _ := NewGrantor(cfg)
+	lim := gcra.Limit{Interval: 10, Burst: 40}
+	req := Request{Peer: "p", Group: "g", Key: "k", Limit: lim, Terms: Terms{Max: 5, TTL: 1000}, Demand: 1e12}
+	a, err := g.Grant(0, 1000, req)
+	if err != nil || a.Units != 5 {
+		t.Fatalf("Grant = %+v, %v", a, err)
+	}
+	if due := g.Due(1999); len(due) != 0 {
+		t.Fatalf("Due before expiry = %+v", due)
+	}
+	due := g.Due(2000)
+	if len(due) != 1 || due[0].Key != "k" || due[0].TAT != 2000+5*10 {
+		t.Fatalf("Due at expiry = %+v, want k folding to 2050", due)
+	}
+	if got := g.Expire("g", "k", a.TAT, 2000); got != 2050 || g.Keys() != 0 {
+		t.Fatalf("Expire = %d with %d keys left; want 2050 and none", got, g.Keys())
+	}
+	if got := g.Expire("g", "k", 7, 2000); got != 7 {
+		t.Fatalf("Expire without a ledger = %d, want the TAT back", got)
+	}
+}

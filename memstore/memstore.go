@@ -109,19 +109,20 @@ func (s *Store) shardFor(group string) *shard {
 // Memory never blocks: ctx is checked once, so a caller whose deadline has
 // passed consumes nothing. An absent key decides as a rested one.
 func (s *Store) Decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error) {
-	return s.decide(ctx, group, keys, limits, cost, now, out, func() bool { return true })
+	return s.decide(ctx, group, keys, limits, cost, now, out, func() bool { return true }, nil)
 }
 
 // DecideAt is Decide for a caller that read epoch (see Epoch) before it
 // established that it owns group. If any key is absent and the epoch has
 // moved since, it decides nothing and returns ErrStaleEpoch.
 func (s *Store) DecideAt(ctx context.Context, epoch uint64, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result) (gcra.Result, error) {
-	return s.decide(ctx, group, keys, limits, cost, now, out, func() bool { return s.epoch.Load() == epoch })
+	return s.DecideAdjusted(ctx, epoch, group, keys, limits, cost, now, out, nil)
 }
 
 // decide runs under the shard lock; current reports, under that lock,
-// whether absent keys may be decided as rested.
-func (s *Store) decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result, current func() bool) (gcra.Result, error) {
+// whether absent keys may be decided as rested; adjust, if not nil,
+// replaces each TAT read (see Adjust).
+func (s *Store) decide(ctx context.Context, group string, keys []string, limits []gcra.Limit, cost, now int64, out []gcra.Result, current func() bool, adjust Adjust) (gcra.Result, error) {
 	if len(keys) != len(limits) {
 		return gcra.Result{}, fmt.Errorf("memstore: %d keys for %d limits", len(keys), len(limits))
 	}
@@ -141,6 +142,9 @@ func (s *Store) decide(ctx context.Context, group string, keys []string, limits 
 		tat, ok := sh.tats[k]
 		if !ok {
 			fresh++
+		}
+		if adjust != nil {
+			tat = adjust(k, tat)
 		}
 		tats = append(tats, tat)
 	}

@@ -10,6 +10,12 @@
 // Client; consumers should depend on the one-method Forwarder interface,
 // which the Client and peertest's in-memory network both satisfy.
 //
+// The same service carries lease refreshes (package lease): a Handler that
+// also implements LeaseHandler answers the Lease RPC, and the Client and
+// peertest implement the one-method Leaser. The Validator checks lease
+// items like forwarded ones and replaces the sender's lease terms, numbers
+// and limit name with those of the owner's policy.
+//
 // Usage:
 //
 //	// Owner side, on the node's own peer gRPC server with the bounds of

@@ -139,7 +139,7 @@ func NewValidator(cfg ValidatorConfig, next Handler, policies PolicySource, now 
 		cfg: cfg.withDefaults(), next: next, policies: policies, now: now,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_peer_items_refused_total",
-			Help: "Forwarded items the owner refused without deciding, by reason (shape, skew, group, params).",
+			Help: "Forwarded items the owner refused without deciding, by reason (shape, skew, group, params, lease).",
 		}, []string{"reason"}),
 		replaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_peer_params_replaced_total",

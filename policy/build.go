@@ -96,7 +96,7 @@ func enumField[T ~string](c *checker, field, v string, def T, allowed ...T) T {
 func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 	l := &Limit{
 		Name: fl.Name, Match: slices.Clone(fl.Match), Group: fl.Group,
-		Burst: fl.Burst, Shadow: fl.Shadow, Leasable: fl.Leasable,
+		Burst: fl.Burst, Shadow: fl.Shadow,
 		Consistency: enumField(c, at+": consistency", fl.Consistency, def.Consistency, ConsistencyFast, ConsistencyStrict),
 		OnFailure:   enumField(c, at+": on_failure", fl.OnFailure, def.OnFailure, FailOpen, FailClosed, FailLocal),
 		Scope:       enumField(c, at+": scope", fl.Scope, def.Scope, ScopeRegion, ScopeGlobal),
@@ -105,6 +105,7 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 		c.addf(at, "name: %q must match [A-Za-z0-9_.-]{1,64}", fl.Name)
 	}
 	checkMatch(c, at, l)
+	buildLease(c, at, fl, l)
 	if buildEnvoy(c, at, fl, l) { // an Envoy "unlimited" limit has no rate
 		l.Rate, l.Params = rateAndBurst(c, at, "rate", "burst", fl.Rate, fl.Burst)
 	}

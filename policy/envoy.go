@@ -63,8 +63,8 @@ func buildEnvoy(c *checker, at string, fl *fileLimit, l *Limit) bool {
 	if !fe.Unlimited {
 		return true
 	}
-	if fl.Rate != "" || fl.Burst != 0 || fl.Shadow || fl.OnFailure != "" || fl.FallbackRate != "" || fl.Leasable {
-		c.addf(at, "unlimited: a limit that admits everything takes no rate, burst, shadow, on_failure, fallback or leasable")
+	if fl.Rate != "" || fl.Burst != 0 || fl.Shadow || fl.OnFailure != "" || fl.FallbackRate != "" || fl.Leasable != nil || fl.Lease != nil {
+		c.addf(at, "unlimited: a limit that admits everything takes no rate, burst, shadow, on_failure, fallback or lease")
 	}
 	return false
 }

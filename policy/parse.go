@@ -38,18 +38,19 @@ type (
 		Scope       string `yaml:"scope"`
 	}
 	fileLimit struct {
-		Name          string   `yaml:"name"`
-		Match         []string `yaml:"match"`
-		Group         string   `yaml:"group"`
-		Rate          string   `yaml:"rate"`
-		Burst         int64    `yaml:"burst"`
-		Shadow        bool     `yaml:"shadow"`
-		Consistency   string   `yaml:"consistency"`
-		OnFailure     string   `yaml:"on_failure"`
-		FallbackRate  string   `yaml:"fallback_rate"`
-		FallbackBurst int64    `yaml:"fallback_burst"`
-		Leasable      bool     `yaml:"leasable"`
-		Scope         string   `yaml:"scope"`
+		Name          string     `yaml:"name"`
+		Match         []string   `yaml:"match"`
+		Group         string     `yaml:"group"`
+		Rate          string     `yaml:"rate"`
+		Burst         int64      `yaml:"burst"`
+		Shadow        bool       `yaml:"shadow"`
+		Consistency   string     `yaml:"consistency"`
+		OnFailure     string     `yaml:"on_failure"`
+		FallbackRate  string     `yaml:"fallback_rate"`
+		FallbackBurst int64      `yaml:"fallback_burst"`
+		Leasable      *bool      `yaml:"leasable"` // replaced by Lease: refused with a message
+		Lease         *fileLease `yaml:"lease"`
+		Scope         string     `yaml:"scope"`
 		fileEnvoy     `yaml:",inline"`
 	}
 	// fileAdjust is a tier's or an override's change to one limit.
@@ -72,7 +73,10 @@ func (e *invalidError) Error() string        { return e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // checker collects problems, each "path: message".
-type checker struct{ errs []string }
+type checker struct {
+	source string // the input's name, for messages that give a line
+	errs   []string
+}
 
 func (c *checker) addf(path, format string, args ...any) {
 	c.errs = append(c.errs, path+": "+fmt.Sprintf(format, args...))
@@ -115,7 +119,7 @@ func parse(source string, data []byte, digest [32]byte) (*Policy, error) {
 	if err != nil {
 		return nil, &invalidError{msg: source + ": " + err.Error()}
 	}
-	var c checker
+	c := checker{source: source}
 	p := build(&c, fp)
 	if err := c.err(source); err != nil {
 		return nil, err

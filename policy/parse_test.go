@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/lease"
 )
 
 func mustParse(t testing.TB, yaml string) *Policy {
@@ -42,11 +43,12 @@ func TestLoadFile_full(t *testing.T) {
 	}, {
 		Name: "per-tenant", Match: []string{"tenant"}, Group: "tenant",
 		Rate: Rate{100, time.Second}, Burst: 50, Params: gcra.Limit{Interval: 10_000_000, Burst: 50},
-		Consistency: ConsistencyStrict, OnFailure: FailClosed, Leasable: true, Scope: ScopeGlobal,
+		Consistency: ConsistencyStrict, OnFailure: FailClosed, Scope: ScopeGlobal,
 	}, {
 		Name: "audit", Match: []string{"route", "tenant"}, Group: "route",
 		Rate: Rate{600, time.Minute}, Burst: 5, Params: gcra.Limit{Interval: 100_000_000, Burst: 5},
 		Consistency: ConsistencyFast, OnFailure: FailOpen, Scope: ScopeRegion,
+		Lease: &lease.Terms{Max: 20, TTL: 250 * time.Millisecond},
 	}}
 	if len(p.Limits) != len(want) {
 		t.Fatalf("got %d limits, want %d", len(p.Limits), len(want))

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/lease"
 )
 
 var (
@@ -123,9 +124,11 @@ type Limit struct {
 	// tenant's effective limit, rate/N and burst/N rounded up, N being the
 	// members the node sees at the time (see SharedLimit).
 	SharedFallback bool
-	// Leasable limits may be served from leases granted to peer nodes.
-	Leasable bool
-	Scope    Scope
+	// Lease, when set, lets peer nodes decide the limit's hot keys from
+	// batches of units its owner grants them (package lease). Only fast
+	// limits have it.
+	Lease *lease.Terms
+	Scope Scope
 	// Envoy holds the limit's Envoy RLS settings (see envoy.go); its
 	// Domain is "" for limits that answer weir's own API.
 	Envoy EnvoyLimit

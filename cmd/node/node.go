@@ -84,6 +84,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.state = st
+	if err := n.enableLeases(bgCtx, cfg, st, policies, reg); err != nil {
+		return nil, err
+	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
 	}

@@ -121,3 +121,22 @@ limits:
 		t.Errorf("missing file: exit %d, want 1", code)
 	}
 }
+
+func TestRunPolicy_leaseWarnings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lease.yaml")
+	src := "version: v1\nlimits:\n  - name: hot\n    match: [tenant]\n    rate: 1000/s\n    burst: 20\n    on_failure: closed\n    lease: {max: 10, ttl: 250ms}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t.Context(), "policy", "check", path)
+	if code != exitOK || strings.Contains(stdout, "warning:") || !strings.Contains(stdout, "leased (max 10, ttl 250ms)") {
+		t.Fatalf("3 nodes: exit %d, stdout %q, stderr %q; want ok, the terms and no warning (20 >= 4 x 3)", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t.Context(), "policy", "check", "--nodes", "6", path)
+	if code != exitOK || !strings.Contains(stdout, `warning: limit "hot" (burst 20): not leased with 6 nodes`) {
+		t.Fatalf("6 nodes: exit %d, stdout %q; want a warning that burst 20 < 4 x 6", code, stdout)
+	}
+	if code, _, stderr := runCLI(t.Context(), "policy", "check", "--nodes", "0", path); code != exitError || !strings.Contains(stderr, "--nodes") {
+		t.Errorf("--nodes 0: exit %d, stderr %q; want a usage error", code, stderr)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -10,14 +11,16 @@ import (
 	"github.com/weirhq/weir/policy"
 )
 
-const policyUsage = `Usage: weir policy check FILE
+const policyUsage = `Usage: weir policy check [--nodes N] FILE
        weir policy import-envoy CONFIG.yaml... > policy.yaml
 
 Validates the policy file FILE as a node would load it. Prints its version
 and limits, each with what it does when its owner or Redis cannot decide,
 and a warning line for every limit that fails open (admits without bound
 during such a fault); exits 0. Prints the problem and exits 1 if the file
-is invalid.
+is invalid. With leases, it also warns about every limit marked lease: that
+is too small to lease in a cluster of N nodes (default 3): such a limit is
+decided at its owner, without leases.
 
 import-envoy converts envoyproxy/ratelimit configuration files into a weir
 policy (see "weir policy import-envoy -h").
@@ -35,16 +38,26 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "weir policy: want the subcommand check\n\n%s", policyUsage)
 		return exitError
 	}
-	if len(args) != 2 {
-		fmt.Fprintf(stderr, "weir policy check: want exactly one FILE, got %d arguments\n\n%s", len(args)-1, policyUsage)
+	fs := flag.NewFlagSet("weir policy check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	nodes := fs.Int("nodes", 3, "cluster size the lease checks assume")
+	if err := fs.Parse(args[1:]); err != nil || *nodes < 1 {
+		fmt.Fprintf(stderr, "weir policy check: --nodes wants a cluster size of at least 1 (%v)\n\n%s", err, policyUsage)
 		return exitError
 	}
-	p, err := policy.LoadFile(args[1])
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "weir policy check: want exactly one FILE, got %d arguments\n\n%s", fs.NArg(), policyUsage)
+		return exitError
+	}
+	p, err := policy.LoadFile(fs.Arg(0))
 	if err != nil {
 		fmt.Fprintf(stderr, "weir policy check: %v\n", err)
 		return exitNo
 	}
 	io.WriteString(stdout, formatPolicy(p))
+	for _, w := range p.LeaseWarnings(*nodes) {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
 	return exitOK
 }
 
@@ -70,6 +83,9 @@ func formatPolicy(p *policy.Policy) string {
 		}
 		if l.Envoy.Domain != "" {
 			line += "\tenvoy domain " + l.Envoy.Domain
+		}
+		if l.Lease != nil {
+			line += fmt.Sprintf("\tleased (max %d, ttl %s)", l.Lease.Max, l.Lease.TTL)
 		}
 		fmt.Fprintln(tw, line)
 		if l.OnFailure == policy.FailOpen && !l.Envoy.Unlimited {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/peer"
 )
 
@@ -211,4 +212,49 @@ func cloneItem(it peer.Item) peer.Item {
 	it.Keys = slices.Clone(it.Keys)
 	it.Limits = slices.Clone(it.Limits)
 	return it
+}
+
+// Leaser returns the peer.Leaser of node from; its addresses are node
+// names. A node whose Handler is not a peer.LeaseHandler answers every
+// refresh with an error, like a server without the Lease RPC.
+func (n *Network) Leaser(from string) peer.Leaser {
+	return forwarder{n: n, from: from}
+}
+
+var _ peer.Leaser = forwarder{}
+
+// Lease carries r to the node named addr over the same links, faults and
+// counts as Decide. The refresh and the answers are copied.
+func (f forwarder) Lease(ctx context.Context, addr string, r lease.Refresh) ([]peer.LeaseAnswer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := f.n.cross(ctx, f.from, addr); err != nil {
+		return nil, err
+	}
+	h, ok := f.n.handler(addr)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownNode, addr)
+	}
+	lh, ok := h.(peer.LeaseHandler)
+	if !ok {
+		return nil, fmt.Errorf("peertest: %s grants no leases", addr)
+	}
+	f.n.count(f.from, addr)
+	r.Items = slices.Clone(r.Items)
+	from := f.from
+	if len(r.Items) > 0 {
+		from = r.Items[0].Peer // the holder's name plus incarnation
+	}
+	answers := slices.Clone(lh.HandleLease(ctx, from, r))
+	if len(answers) != len(r.Items) {
+		return nil, fmt.Errorf("peertest: %s returned %d lease answers for %d items", addr, len(answers), len(r.Items))
+	}
+	for i := range answers {
+		answers[i].TAT = 0 // the owner's state never travels
+	}
+	if err := f.n.cross(ctx, addr, f.from); err != nil {
+		return nil, err
+	}
+	return answers, nil
 }

@@ -24,6 +24,427 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LeaseAnswer_Outcome int32
+
+const (
+	// Only the return was settled (the item asked for nothing).
+	LeaseAnswer_SETTLED LeaseAnswer_Outcome = 0
+	// units are the peer's for ttl_ns from when it sent the request.
+	LeaseAnswer_GRANTED LeaseAnswer_Outcome = 1
+	// Not one unit fits now; retry_after_ns is exact.
+	LeaseAnswer_DENIED LeaseAnswer_Outcome = 2
+	// Leases already hold half the key's burst.
+	LeaseAnswer_CAPPED LeaseAnswer_Outcome = 3
+	// The peer still holds an unsettled lease on the key.
+	LeaseAnswer_BUSY LeaseAnswer_Outcome = 4
+	// The receiver does not own the key's group: not_owner names the node
+	// it believes does. Nothing was settled or granted.
+	LeaseAnswer_NOT_OWNER LeaseAnswer_Outcome = 5
+	// The receiver owns the group but could not answer (error says why);
+	// nothing was granted.
+	LeaseAnswer_FAILED LeaseAnswer_Outcome = 6
+)
+
+// Enum value maps for LeaseAnswer_Outcome.
+var (
+	LeaseAnswer_Outcome_name = map[int32]string{
+		0: "SETTLED",
+		1: "GRANTED",
+		2: "DENIED",
+		3: "CAPPED",
+		4: "BUSY",
+		5: "NOT_OWNER",
+		6: "FAILED",
+	}
+	LeaseAnswer_Outcome_value = map[string]int32{
+		"SETTLED":   0,
+		"GRANTED":   1,
+		"DENIED":    2,
+		"CAPPED":    3,
+		"BUSY":      4,
+		"NOT_OWNER": 5,
+		"FAILED":    6,
+	}
+)
+
+func (x LeaseAnswer_Outcome) Enum() *LeaseAnswer_Outcome {
+	p := new(LeaseAnswer_Outcome)
+	*p = x
+	return p
+}
+
+func (x LeaseAnswer_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseAnswer_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_weir_peer_v1_peer_proto_enumTypes[0].Descriptor()
+}
+
+func (LeaseAnswer_Outcome) Type() protoreflect.EnumType {
+	return &file_api_weir_peer_v1_peer_proto_enumTypes[0]
+}
+
+func (x LeaseAnswer_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseAnswer_Outcome.Descriptor instead.
+func (LeaseAnswer_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{3, 0}
+}
+
+type LeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sending node's name plus its boot incarnation: a restarted node
+	// must not be taken for its previous self.
+	FromNode string `protobuf:"bytes,1,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	// The peer's number for this refresh; the response echoes it.
+	Seq           uint64       `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Items         []*LeaseItem `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseRequest) Reset() {
+	*x = LeaseRequest{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseRequest) ProtoMessage() {}
+
+func (x *LeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseRequest.ProtoReflect.Descriptor instead.
+func (*LeaseRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LeaseRequest) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *LeaseRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LeaseRequest) GetItems() []*LeaseItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// LeaseItem is one key of a refresh.
+type LeaseItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's group (hash tag) and storage key, as in Item.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Key   string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Limit *Limit `protobuf:"bytes,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The limit's lease terms: most units per grant, and lease lifetime in
+	// nanoseconds, measured by the peer from when it sent the request.
+	MaxUnits int64 `protobuf:"varint,4,opt,name=max_units,json=maxUnits,proto3" json:"max_units,omitempty"`
+	TtlNs    int64 `protobuf:"varint,5,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	// The policy limit's name, for per-limit metrics (never a key).
+	Label string `protobuf:"bytes,6,opt,name=label,proto3" json:"label,omitempty"`
+	// The peer's recent demand on the key in units per second; 0 asks for
+	// nothing and only settles the return.
+	DemandPerS float64 `protobuf:"fixed64,7,opt,name=demand_per_s,json=demandPerS,proto3" json:"demand_per_s,omitempty"`
+	// The lease the peer gave up when it sent this request, and its unspent
+	// units; return_lease 0 returns nothing.
+	ReturnGrantor string `protobuf:"bytes,8,opt,name=return_grantor,json=returnGrantor,proto3" json:"return_grantor,omitempty"`
+	ReturnLease   uint64 `protobuf:"varint,9,opt,name=return_lease,json=returnLease,proto3" json:"return_lease,omitempty"`
+	ReturnUnspent int64  `protobuf:"varint,10,opt,name=return_unspent,json=returnUnspent,proto3" json:"return_unspent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseItem) Reset() {
+	*x = LeaseItem{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseItem) ProtoMessage() {}
+
+func (x *LeaseItem) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseItem.ProtoReflect.Descriptor instead.
+func (*LeaseItem) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LeaseItem) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetLimit() *Limit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
+func (x *LeaseItem) GetMaxUnits() int64 {
+	if x != nil {
+		return x.MaxUnits
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetDemandPerS() float64 {
+	if x != nil {
+		return x.DemandPerS
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetReturnGrantor() string {
+	if x != nil {
+		return x.ReturnGrantor
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetReturnLease() uint64 {
+	if x != nil {
+		return x.ReturnLease
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetReturnUnspent() int64 {
+	if x != nil {
+		return x.ReturnUnspent
+	}
+	return 0
+}
+
+type LeaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// One per request item, in the same order.
+	Answers       []*LeaseAnswer `protobuf:"bytes,2,rep,name=answers,proto3" json:"answers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseResponse) Reset() {
+	*x = LeaseResponse{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseResponse) ProtoMessage() {}
+
+func (x *LeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseResponse.ProtoReflect.Descriptor instead.
+func (*LeaseResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LeaseResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *LeaseResponse) GetAnswers() []*LeaseAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+type LeaseAnswer struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome LeaseAnswer_Outcome    `protobuf:"varint,1,opt,name=outcome,proto3,enum=weir.peer.v1.LeaseAnswer_Outcome" json:"outcome,omitempty"`
+	// The granting ledger and lease number, to name in the lease's return.
+	Grantor      string `protobuf:"bytes,2,opt,name=grantor,proto3" json:"grantor,omitempty"`
+	Lease        uint64 `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	Units        int64  `protobuf:"varint,4,opt,name=units,proto3" json:"units,omitempty"`
+	TtlNs        int64  `protobuf:"varint,5,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	RetryAfterNs int64  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
+	// Returned units credited back to the key.
+	Credited      int64  `protobuf:"varint,7,opt,name=credited,proto3" json:"credited,omitempty"`
+	NotOwner      string `protobuf:"bytes,8,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
+	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseAnswer) Reset() {
+	*x = LeaseAnswer{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseAnswer) ProtoMessage() {}
+
+func (x *LeaseAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseAnswer.ProtoReflect.Descriptor instead.
+func (*LeaseAnswer) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *LeaseAnswer) GetOutcome() LeaseAnswer_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LeaseAnswer_SETTLED
+}
+
+func (x *LeaseAnswer) GetGrantor() string {
+	if x != nil {
+		return x.Grantor
+	}
+	return ""
+}
+
+func (x *LeaseAnswer) GetLease() uint64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetRetryAfterNs() int64 {
+	if x != nil {
+		return x.RetryAfterNs
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetCredited() int64 {
+	if x != nil {
+		return x.Credited
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetNotOwner() string {
+	if x != nil {
+		return x.NotOwner
+	}
+	return ""
+}
+
+func (x *LeaseAnswer) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Items []*Item                `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -35,7 +456,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -47,7 +468,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[0]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -60,7 +481,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DecideRequest) GetItems() []*Item {
@@ -109,7 +530,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -121,7 +542,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[1]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -134,7 +555,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Item) GetGroup() string {
@@ -211,7 +632,7 @@ type Limit struct {
 
 func (x *Limit) Reset() {
 	*x = Limit{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +644,7 @@ func (x *Limit) String() string {
 func (*Limit) ProtoMessage() {}
 
 func (x *Limit) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[2]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +657,7 @@ func (x *Limit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limit.ProtoReflect.Descriptor instead.
 func (*Limit) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{2}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Limit) GetIntervalUs() int64 {
@@ -270,7 +691,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -282,7 +703,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[3]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -295,7 +716,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{3}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DecideResponse) GetResults() []*ItemResult {
@@ -328,7 +749,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +761,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[4]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +774,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{4}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ItemResult) GetOverall() *Result {
@@ -415,7 +836,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +848,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +861,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Result) GetAllowed() bool {
@@ -510,7 +931,48 @@ var File_api_weir_peer_v1_peer_proto protoreflect.FileDescriptor
 
 const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1bapi/weir/peer/v1/peer.proto\x12\fweir.peer.v1\"V\n" +
+	"\x1bapi/weir/peer/v1/peer.proto\x12\fweir.peer.v1\"l\n" +
+	"\fLeaseRequest\x12\x1b\n" +
+	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12-\n" +
+	"\x05items\x18\x03 \x03(\v2\x17.weir.peer.v1.LeaseItemR\x05items\"\xbb\x02\n" +
+	"\tLeaseItem\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12)\n" +
+	"\x05limit\x18\x03 \x01(\v2\x13.weir.peer.v1.LimitR\x05limit\x12\x1b\n" +
+	"\tmax_units\x18\x04 \x01(\x03R\bmaxUnits\x12\x15\n" +
+	"\x06ttl_ns\x18\x05 \x01(\x03R\x05ttlNs\x12\x14\n" +
+	"\x05label\x18\x06 \x01(\tR\x05label\x12 \n" +
+	"\fdemand_per_s\x18\a \x01(\x01R\n" +
+	"demandPerS\x12%\n" +
+	"\x0ereturn_grantor\x18\b \x01(\tR\rreturnGrantor\x12!\n" +
+	"\freturn_lease\x18\t \x01(\x04R\vreturnLease\x12%\n" +
+	"\x0ereturn_unspent\x18\n" +
+	" \x01(\x03R\rreturnUnspent\"V\n" +
+	"\rLeaseResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
+	"\aanswers\x18\x02 \x03(\v2\x19.weir.peer.v1.LeaseAnswerR\aanswers\"\xfe\x02\n" +
+	"\vLeaseAnswer\x12;\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2!.weir.peer.v1.LeaseAnswer.OutcomeR\aoutcome\x12\x18\n" +
+	"\agrantor\x18\x02 \x01(\tR\agrantor\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\x04R\x05lease\x12\x14\n" +
+	"\x05units\x18\x04 \x01(\x03R\x05units\x12\x15\n" +
+	"\x06ttl_ns\x18\x05 \x01(\x03R\x05ttlNs\x12$\n" +
+	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x1a\n" +
+	"\bcredited\x18\a \x01(\x03R\bcredited\x12\x1b\n" +
+	"\tnot_owner\x18\b \x01(\tR\bnotOwner\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"`\n" +
+	"\aOutcome\x12\v\n" +
+	"\aSETTLED\x10\x00\x12\v\n" +
+	"\aGRANTED\x10\x01\x12\n" +
+	"\n" +
+	"\x06DENIED\x10\x02\x12\n" +
+	"\n" +
+	"\x06CAPPED\x10\x03\x12\b\n" +
+	"\x04BUSY\x10\x04\x12\r\n" +
+	"\tNOT_OWNER\x10\x05\x12\n" +
+	"\n" +
+	"\x06FAILED\x10\x06\"V\n" +
 	"\rDecideRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.peer.v1.ItemR\x05items\x12\x1b\n" +
 	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xcb\x01\n" +
@@ -548,9 +1010,10 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x0ereset_after_us\x18\x06 \x01(\x03R\fresetAfterUs\x12\x15\n" +
 	"\x06tat_ns\x18\a \x01(\x03R\x05tatNs\x12$\n" +
 	"\x0eretry_after_ns\x18\b \x01(\x03R\fretryAfterNs\x12$\n" +
-	"\x0ereset_after_ns\x18\t \x01(\x03R\fresetAfterNs2K\n" +
+	"\x0ereset_after_ns\x18\t \x01(\x03R\fresetAfterNs2\x8d\x01\n" +
 	"\x04Peer\x12C\n" +
-	"\x06Decide\x12\x1b.weir.peer.v1.DecideRequest\x1a\x1c.weir.peer.v1.DecideResponseB0Z.github.com/weirhq/weir/api/weir/peer/v1;peerv1b\x06proto3"
+	"\x06Decide\x12\x1b.weir.peer.v1.DecideRequest\x1a\x1c.weir.peer.v1.DecideResponse\x12@\n" +
+	"\x05Lease\x12\x1a.weir.peer.v1.LeaseRequest\x1a\x1b.weir.peer.v1.LeaseResponseB0Z.github.com/weirhq/weir/api/weir/peer/v1;peerv1b\x06proto3"
 
 var (
 	file_api_weir_peer_v1_peer_proto_rawDescOnce sync.Once
@@ -564,28 +1027,40 @@ func file_api_weir_peer_v1_peer_proto_rawDescGZIP() []byte {
 	return file_api_weir_peer_v1_peer_proto_rawDescData
 }
 
-var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_api_weir_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_api_weir_peer_v1_peer_proto_goTypes = []any{
-	(*DecideRequest)(nil),  // 0: weir.peer.v1.DecideRequest
-	(*Item)(nil),           // 1: weir.peer.v1.Item
-	(*Limit)(nil),          // 2: weir.peer.v1.Limit
-	(*DecideResponse)(nil), // 3: weir.peer.v1.DecideResponse
-	(*ItemResult)(nil),     // 4: weir.peer.v1.ItemResult
-	(*Result)(nil),         // 5: weir.peer.v1.Result
+	(LeaseAnswer_Outcome)(0), // 0: weir.peer.v1.LeaseAnswer.Outcome
+	(*LeaseRequest)(nil),     // 1: weir.peer.v1.LeaseRequest
+	(*LeaseItem)(nil),        // 2: weir.peer.v1.LeaseItem
+	(*LeaseResponse)(nil),    // 3: weir.peer.v1.LeaseResponse
+	(*LeaseAnswer)(nil),      // 4: weir.peer.v1.LeaseAnswer
+	(*DecideRequest)(nil),    // 5: weir.peer.v1.DecideRequest
+	(*Item)(nil),             // 6: weir.peer.v1.Item
+	(*Limit)(nil),            // 7: weir.peer.v1.Limit
+	(*DecideResponse)(nil),   // 8: weir.peer.v1.DecideResponse
+	(*ItemResult)(nil),       // 9: weir.peer.v1.ItemResult
+	(*Result)(nil),           // 10: weir.peer.v1.Result
 }
 var file_api_weir_peer_v1_peer_proto_depIdxs = []int32{
-	1, // 0: weir.peer.v1.DecideRequest.items:type_name -> weir.peer.v1.Item
-	2, // 1: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
-	4, // 2: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
-	5, // 3: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
-	5, // 4: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
-	0, // 5: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
-	3, // 6: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2,  // 0: weir.peer.v1.LeaseRequest.items:type_name -> weir.peer.v1.LeaseItem
+	7,  // 1: weir.peer.v1.LeaseItem.limit:type_name -> weir.peer.v1.Limit
+	4,  // 2: weir.peer.v1.LeaseResponse.answers:type_name -> weir.peer.v1.LeaseAnswer
+	0,  // 3: weir.peer.v1.LeaseAnswer.outcome:type_name -> weir.peer.v1.LeaseAnswer.Outcome
+	6,  // 4: weir.peer.v1.DecideRequest.items:type_name -> weir.peer.v1.Item
+	7,  // 5: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
+	9,  // 6: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
+	10, // 7: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
+	10, // 8: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
+	5,  // 9: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
+	1,  // 10: weir.peer.v1.Peer.Lease:input_type -> weir.peer.v1.LeaseRequest
+	8,  // 11: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
+	3,  // 12: weir.peer.v1.Peer.Lease:output_type -> weir.peer.v1.LeaseResponse
+	11, // [11:13] is the sub-list for method output_type
+	9,  // [9:11] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_peer_v1_peer_proto_init() }
@@ -598,13 +1073,14 @@ func file_api_weir_peer_v1_peer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_peer_v1_peer_proto_rawDesc), len(file_api_weir_peer_v1_peer_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   6,
+			NumEnums:      1,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_api_weir_peer_v1_peer_proto_goTypes,
 		DependencyIndexes: file_api_weir_peer_v1_peer_proto_depIdxs,
+		EnumInfos:         file_api_weir_peer_v1_peer_proto_enumTypes,
 		MessageInfos:      file_api_weir_peer_v1_peer_proto_msgTypes,
 	}.Build()
 	File_api_weir_peer_v1_peer_proto = out.File

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Peer_Decide_FullMethodName = "/weir.peer.v1.Peer/Decide"
+	Peer_Lease_FullMethodName  = "/weir.peer.v1.Peer/Lease"
 )
 
 // PeerClient is the client API for Peer service.
@@ -35,6 +36,11 @@ type PeerClient interface {
 	// result per item in the same order. Items the receiver does not own are
 	// answered with not_owner, not decided.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// Lease is one peer's batched lease refresh to one owner: per key, it
+	// settles the lease the peer gives back and asks for a new one sized from
+	// the peer's demand. One answer per item, in the same order. Items the
+	// receiver does not own are answered NOT_OWNER; nothing is granted.
+	Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error)
 }
 
 type peerClient struct {
@@ -55,6 +61,16 @@ func (c *peerClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *peerClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LeaseResponse)
+	err := c.cc.Invoke(ctx, Peer_Lease_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -65,6 +81,11 @@ type PeerServer interface {
 	// result per item in the same order. Items the receiver does not own are
 	// answered with not_owner, not decided.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// Lease is one peer's batched lease refresh to one owner: per key, it
+	// settles the lease the peer gives back and asks for a new one sized from
+	// the peer's demand. One answer per item, in the same order. Items the
+	// receiver does not own are answered NOT_OWNER; nothing is granted.
+	Lease(context.Context, *LeaseRequest) (*LeaseResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -77,6 +98,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedPeerServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -117,6 +141,24 @@ func _Peer_Decide_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LeaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Lease(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Lease_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Lease(ctx, req.(*LeaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -127,6 +169,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decide",
 			Handler:    _Peer_Decide_Handler,
+		},
+		{
+			MethodName: "Lease",
+			Handler:    _Peer_Lease_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

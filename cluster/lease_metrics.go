@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/peer"
+)
+
+// leaseMetrics exports the lease ledgers' counts per policy limit (never
+// per key): the ledgers keep them, and a scrape reads them under their
+// locks, so the decision path pays nothing for them.
+type leaseMetrics struct {
+	l      *leases
+	units  *prometheus.Desc
+	decs   *prometheus.Desc
+	grants *prometheus.CounterVec
+	rpcs   *prometheus.CounterVec
+}
+
+func newLeaseMetrics(reg prometheus.Registerer, l *leases) (*leaseMetrics, error) {
+	m := &leaseMetrics{
+		l: l,
+		units: prometheus.NewDesc("weir_lease_units_total",
+			"Lease units by limit and event: granted, credited (returned unspent and given back) and expired (left in leases that ended unsettled) at owners; received, spent, returned, stranded (unspent at expiry) and lost (returned in a refresh that failed) at peers.",
+			[]string{"limit", "event"}, nil),
+		decs: prometheus.NewDesc("weir_lease_decisions_total",
+			"Decisions of leasable limits at a non-owner by outcome: spent (admitted from leases), refused (denied from the owner's last denial), forwarded (asked the owner). Lease hit ratio = (spent + refused) / all.",
+			[]string{"limit", "outcome"}, nil),
+		grants: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_lease_grants_total",
+			Help: "Lease requests an owner answered, by limit and outcome (granted, denied, capped, busy, settled, not_owner, error).",
+		}, []string{"limit", "outcome"}),
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_lease_rpcs_total",
+			Help: "Lease refresh RPCs this node sent, by result (ok, error).",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m, m.grants, m.rpcs} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+// Describe implements prometheus.Collector for the ledger counts.
+func (m *leaseMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.units
+	ch <- m.decs
+}
+
+// Collect implements prometheus.Collector for the ledger counts.
+func (m *leaseMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.l.gmu.Lock()
+	gs := m.l.g.Stats()
+	m.l.gmu.Unlock()
+	m.l.hmu.Lock()
+	hs := m.l.h.Stats()
+	m.l.hmu.Unlock()
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	for limit, s := range gs {
+		counter(m.units, s.GrantedUnits, limit, "granted")
+		counter(m.units, s.CreditedUnits, limit, "credited")
+		counter(m.units, s.ExpiredUnits, limit, "expired")
+	}
+	for limit, s := range hs {
+		counter(m.units, s.ReceivedUnits, limit, "received")
+		counter(m.units, s.SpentUnits, limit, "spent")
+		counter(m.units, s.ReturnedUnits, limit, "returned")
+		counter(m.units, s.StrandedUnits, limit, "stranded")
+		counter(m.units, s.LostUnits, limit, "lost")
+		counter(m.decs, s.Spends, limit, "spent")
+		counter(m.decs, s.Refusals, limit, "refused")
+		counter(m.decs, s.Forwards, limit, "forwarded")
+	}
+}
+
+// grant counts one answered lease request of limit.
+func (m *leaseMetrics) grant(limit string, a peer.LeaseAnswer) {
+	outcome := a.Outcome.String()
+	switch {
+	case a.NotOwner != "":
+		outcome = "not_owner"
+	case a.Err != nil:
+		outcome = "error"
+	}
+	m.grants.WithLabelValues(limit, outcome).Inc()
+}
+
+// rpc counts one refresh this node sent.
+func (m *leaseMetrics) rpc(err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.rpcs.WithLabelValues(result).Inc()
+}

@@ -1,0 +1,206 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/lease"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/peer"
+	"github.com/weirhq/weir/policy"
+)
+
+// leaseRefs fills refs with r's keys as lease references, owned by owner,
+// and reports whether r may be decided from leases at all: it is fast and
+// every one of its limits is leasable (lease terms in the policy, fast,
+// enforced, and big enough for the cluster: lease.CheckLeasable).
+func (c *Cluster) leaseRefs(l *leases, r *limiter.StoreRequest, owner string, refs []lease.Ref) ([]lease.Ref, bool) {
+	if r.Strict {
+		return refs, false
+	}
+	p := l.deps.Policies.Current()
+	if p == nil {
+		return refs, false
+	}
+	nodes := c.Members()
+	for i, key := range r.Keys {
+		lim := p.LimitForKey(key)
+		if lim == nil || lim.Lease == nil || lim.Shadow || lim.Consistency != policy.ConsistencyFast ||
+			lease.CheckLeasable(r.Limits[i], *lim.Lease, nodes) != nil {
+			return refs, false
+		}
+		refs = append(refs, lease.Ref{Group: r.Group, Key: key, Owner: owner, Limit: r.Limits[i], Terms: *lim.Lease, Label: lim.Name})
+	}
+	return refs, true
+}
+
+// spendLease decides r from leases this node holds, when it can: it
+// reports false when r must be forwarded to owner as usual. A request
+// admitted from leases has every key charged; one refused is refused with
+// the owner's last denial, measured from when it arrived.
+func (c *Cluster) spendLease(r *limiter.StoreRequest, owner string, out []gcra.Result) (gcra.Result, bool) {
+	l := c.leases
+	if l == nil {
+		return gcra.Result{}, false
+	}
+	var buf [8]lease.Ref
+	refs, ok := c.leaseRefs(l, r, owner, buf[:0])
+	if !ok {
+		return gcra.Result{}, false
+	}
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	now := l.monoNow()
+	v, err := l.h.Spend(refs, r.Cost, now)
+	if err != nil {
+		return gcra.Result{}, false // the owner answers bad input as ever
+	}
+	switch v.Outcome {
+	case lease.Spent:
+		agg := gcra.Result{Allowed: true, Remaining: -1}
+		for i, ref := range refs {
+			out[i] = gcra.Result{Allowed: true, Remaining: l.h.Units(ref.Key, now)}
+			if agg.Remaining < 0 || out[i].Remaining < agg.Remaining {
+				agg.Remaining = out[i].Remaining
+			}
+		}
+		return agg, true
+	case lease.Refused:
+		for i := range refs {
+			out[i] = gcra.Result{RetryAfter: v.RetryAfter}
+		}
+		return gcra.Result{RetryAfter: v.RetryAfter}, true
+	}
+	return gcra.Result{}, false
+}
+
+// noteLeaseDenials remembers the owner's denials of a forwarded leasable
+// request, so that a flood on a saturated key is refused here until one
+// unit would fit, instead of costing a hop each.
+func (c *Cluster) noteLeaseDenials(r *limiter.StoreRequest, out []gcra.Result) {
+	l := c.leases
+	if l == nil {
+		return
+	}
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	now := l.monoNow()
+	for i, key := range r.Keys {
+		if !out[i].Allowed && !out[i].TooCostly {
+			l.h.NoteDenial(key, out[i].RetryAfter, r.Cost, now)
+		}
+	}
+}
+
+// LeaseTick runs one round of the peer side: one batched refresh to every
+// owner some held key needs one from, sent concurrently and applied as
+// they answer, and, every SweepEvery, a sweep of both sides. It returns
+// when every refresh has been answered or abandoned. Safe for concurrent
+// use; without EnableLeases it does nothing.
+func (c *Cluster) LeaseTick(ctx context.Context) {
+	l := c.leases
+	if l == nil {
+		return
+	}
+	l.hmu.Lock()
+	now := l.monoNow()
+	var refreshes []lease.Refresh
+	for _, owner := range l.h.Due(now) {
+		if r, ok := l.h.Refresh(owner, now); ok {
+			refreshes = append(refreshes, r)
+		}
+	}
+	sweep := now-l.swept >= l.cfg.SweepEvery.Nanoseconds()
+	if sweep {
+		l.h.Sweep(now)
+		l.swept = now
+	}
+	l.hmu.Unlock()
+	if sweep {
+		c.sweepGrants(l, l.wallNow())
+	}
+	var wg sync.WaitGroup
+	for _, r := range refreshes {
+		wg.Go(func() { c.sendRefresh(ctx, l, r) })
+	}
+	wg.Wait()
+}
+
+// sendRefresh sends r to its owner and applies the answer, or abandons r.
+func (c *Cluster) sendRefresh(ctx context.Context, l *leases, r lease.Refresh) {
+	addr := (*c.addrs.Load())[r.Owner]
+	if r.Owner == c.cfg.LocalName {
+		addr = "" // this node became the owner: its own keys need no lease
+	}
+	var answers []peer.LeaseAnswer
+	err := errors.New("cluster: no address for the owner")
+	if addr != "" {
+		rctx, cancel := context.WithTimeout(ctx, l.cfg.RPCTimeout)
+		answers, err = l.deps.Leaser.Lease(rctx, addr, r)
+		cancel()
+	}
+	l.metrics.rpc(err)
+	l.hmu.Lock()
+	defer l.hmu.Unlock()
+	if err != nil {
+		l.h.Abandon(r.Owner, r.Seq)
+		return
+	}
+	reply := lease.Reply{Owner: r.Owner, Seq: r.Seq, Answers: make([]lease.Answer, len(answers))}
+	for i, a := range answers {
+		reply.Answers[i] = a.Answer
+		if a.NotOwner != "" || a.Err != nil {
+			// Nothing granted: forward for a while, as after a busy answer.
+			reply.Answers[i] = lease.Answer{Outcome: lease.Busy}
+		}
+	}
+	if _, err := l.h.Apply(reply, l.monoNow()); err != nil {
+		c.logger.Warn("lease reply refused", "owner", r.Owner, "err", err)
+	}
+}
+
+// RunLeases calls LeaseTick every LeaseConfig.Tick until ctx ends or
+// ShutdownLeases is called. Call it at most once, in its own goroutine.
+// Without EnableLeases it returns at once.
+func (c *Cluster) RunLeases(ctx context.Context) {
+	l := c.leases
+	if l == nil {
+		return
+	}
+	l.running.Store(true)
+	defer close(l.done)
+	t := time.NewTicker(l.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.stop:
+			return
+		case <-t.C:
+			c.LeaseTick(ctx)
+		}
+	}
+}
+
+// ShutdownLeases stops RunLeases and waits for it, or for ctx. Units still
+// held strand at their owners until their leases expire. Idempotent.
+func (c *Cluster) ShutdownLeases(ctx context.Context) error {
+	l := c.leases
+	if l == nil {
+		return nil
+	}
+	l.stopOnce.Do(func() { close(l.stop) })
+	if !l.running.Load() {
+		return nil
+	}
+	select {
+	case <-l.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
