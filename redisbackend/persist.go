@@ -18,9 +18,9 @@ type TAT struct {
 	Now int64
 }
 
-// LoadTATs reads the TATs of keys in one pipeline of MGETs: one per hash
-// slot on Cluster (an MGET may not cross slots, and keys of one group share
-// their group's slot), one in all on a single Redis. The result has one
+// LoadTATs reads the TATs of keys in one pipeline of MGETs: one in all on
+// a single Redis, one per hash slot on Cluster (an MGET may not cross
+// slots; keys of one group share their group's slot). The result has one
 // entry per key, 0 for a missing key, which gcra treats as rested (MGET
 // also answers nothing for a key holding another type than a string, so
 // such a key reads as missing too). The keys need not share a hash tag. The
@@ -71,10 +71,11 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 }
 
 // slotBatches splits the indexes of keys into the batches one MGET may
-// read: by hash slot on Cluster, all together otherwise. Batches keep the
-// keys' order and come in the order of their first key.
+// read: all together on a single Redis (*redis.Client), by hash slot on any
+// other client (Cluster). Batches keep the keys' order and come in the order
+// of their first key.
 func (b *Backend) slotBatches(keys []string) [][]int {
-	if _, cluster := b.client.(*redis.ClusterClient); !cluster {
+	if _, single := b.client.(*redis.Client); single {
 		all := make([]int, len(keys))
 		for i := range all {
 			all[i] = i
