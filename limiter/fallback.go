@@ -2,8 +2,10 @@ package limiter
 
 import (
 	"context"
+	"errors"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
 )
 
@@ -27,7 +29,7 @@ func (l *Limiter) fallback(ctx context.Context, ms []policy.Match, idx []int, co
 	case policy.FailClosed:
 		agg = l.failClosed(ms, idx, cost, d)
 	case policy.FailLocal:
-		agg = l.failLocal(ctx, ms, idx, cost, now, d)
+		agg, mode = l.failLocal(ctx, ms, idx, cost, now, d)
 	default:
 		agg = gcra.Result{Allowed: true}
 		for _, i := range idx {
@@ -83,8 +85,10 @@ func (l *Limiter) failClosed(ms []policy.Match, idx []int, cost int64, d *Decisi
 
 // failLocal decides the limits with on_failure: local in this node's own
 // memory at their fallback rate and burst (or this node's share of the
-// limit); open limits among them admit.
-func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) gcra.Result {
+// limit); open limits among them admit. It returns the mode it applied:
+// local, or closed when the local state is full of live keys
+// (Config.FallbackMaxKeys) and cannot hold the request's.
+func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) (gcra.Result, policy.FailureMode) {
 	var kb [8]string
 	var lb [8]gcra.Limit
 	var rb [8]gcra.Result
@@ -102,15 +106,27 @@ func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, c
 		}
 	}
 	agg, err := l.local.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
-	if err != nil { // only a cancelled context gets here; deny safely
-		return gcra.Result{RetryAfter: limits[0].Interval}
+	switch {
+	case errors.Is(err, memstore.ErrFull):
+		// No room for this request's state: deny, as a closed limit would,
+		// with the time the fallback rate needs to earn the cost.
+		agg = gcra.Result{}
+		for n := range out {
+			out[n] = gcra.Result{RetryAfter: limits[n].Interval * min(cost, limits[n].Burst)}
+			agg.RetryAfter = max(agg.RetryAfter, out[n].RetryAfter)
+		}
+	case err != nil: // only a cancelled context gets here; deny safely
+		return gcra.Result{RetryAfter: limits[0].Interval}, policy.FailLocal
 	}
 	for n, i := range local {
 		ld := describe(ms[i], out[n])
 		ld.Burst, ld.Window = limits[n].Burst, nanos(limits[n].Span())
 		d.Limits[i] = ld
 	}
-	return agg
+	if err != nil {
+		return agg, policy.FailClosed
+	}
+	return agg, policy.FailLocal
 }
 
 // SweepFallback frees rested keys of the local fallback state. Call it

@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,17 +33,24 @@ func (s *downStore) Decide(_ context.Context, r *StoreRequest, _ []gcra.Result) 
 
 func newDownLimiter(t *testing.T) (*Limiter, *downStore) {
 	t.Helper()
+	lim, s, _ := newDownLimiterConfig(t, DefaultConfig())
+	return lim, s
+}
+
+// newDownLimiterConfig is newDownLimiter with cfg, and returns its clock.
+func newDownLimiterConfig(t *testing.T, cfg Config) (*Limiter, *downStore, *fakeClock) {
+	t.Helper()
 	p, err := policy.Parse("fb.yaml", []byte(fallbackPolicy))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &downStore{}
 	clock := &fakeClock{now: time.UnixMicro(1_700_000_000_000_000)}
-	lim, err := New(DefaultConfig(), policy.Static(p), s, nil, prometheus.NewRegistry(), WithClock(clock.Now))
+	lim, err := New(cfg, policy.Static(p), s, nil, prometheus.NewRegistry(), WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lim, s
+	return lim, s, clock
 }
 
 func TestLimiter_Decide_failOpenAllowsAndFlags(t *testing.T) {
@@ -99,5 +107,64 @@ func TestLimiter_Decide_cancelledCallerGetsErrorNotFallback(t *testing.T) {
 	cancel()
 	if _, err := lim.Decide(ctx, Request{Descriptors: desc("tenant", "a", "api", "x"), Cost: 1}); err == nil {
 		t.Fatal("a caller that gave up got a fallback decision")
+	}
+}
+
+func TestLimiter_Decide_failLocalFullDeniesAsClosed(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.FallbackMaxKeys = 2
+	lim, _, clock := newDownLimiterConfig(t, cfg)
+	decide := func(tenant string) Decision {
+		t.Helper()
+		d, err := lim.Decide(context.Background(), Request{Descriptors: desc("tenant", tenant, "route", "/r"), Cost: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Fallback == nil {
+			t.Fatalf("%s: no fallback flag: %+v", tenant, d)
+		}
+		return d
+	}
+	// Two keys of one group (the route; one shard of the state) fill the
+	// local state; both stay live (TAT 500ms ahead).
+	for _, tenant := range []string{"a", "b"} {
+		if d := decide(tenant); !d.Allowed || d.Fallback.Mode != "local" {
+			t.Fatalf("%s: %+v, want admitted locally", tenant, d)
+		}
+	}
+	// A third key finds no room: denied as a closed limit would be, with
+	// the fallback rate's time to earn the cost (2/s: 500ms).
+	d := decide("c")
+	if d.Allowed || d.Fallback.Mode != "closed" || d.RetryAfter != 500*time.Millisecond {
+		t.Fatalf("c with the local state full: %+v, want denied as closed after 500ms", d)
+	}
+	if d.Limits[0].Allowed || d.Limits[0].RetryAfter != 500*time.Millisecond {
+		t.Fatalf("c limit decision %+v", d.Limits[0])
+	}
+	if got := testutil.ToFloat64(lim.metrics.fallbacks.WithLabelValues("api", "redis_unavailable", "closed")); got != 1 {
+		t.Fatalf("closed fallback counter %v, want 1", got)
+	}
+	// A held key is still decided locally, at its own state.
+	if d := decide("a"); !d.Allowed || d.Fallback.Mode != "local" || d.Limits[0].Remaining != 0 {
+		t.Fatalf("a again: %+v, want admitted locally with its burst spent", d)
+	}
+	// Once the held keys rest they are evicted to make room.
+	clock.Add(2 * time.Second)
+	if d := decide("c"); !d.Allowed || d.Fallback.Mode != "local" {
+		t.Fatalf("c after the others rested: %+v, want admitted locally", d)
+	}
+	if n := lim.local.Len(); n > 2 {
+		t.Fatalf("local state holds %d keys, cap 2", n)
+	}
+}
+
+func TestConfig_Validate_fallbackMaxKeys(t *testing.T) {
+	c := DefaultConfig()
+	c.FallbackMaxKeys = -1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "fallback max keys") {
+		t.Fatalf("Validate = %v, want a fallback max keys error", err)
+	}
+	if c.FallbackMaxKeys != -1 {
+		t.Fatal("Validate changed the config")
 	}
 }

@@ -79,6 +79,15 @@ type Config struct {
 	// Redis); see DecideBatch. Each costs a goroutine for the batch's
 	// duration. At least 1.
 	BatchConcurrency int
+	// FallbackMaxKeys caps the keys the local-fallback state (limits with
+	// on_failure: local, decided here while their store cannot) holds; 0
+	// means no cap. It works like the owner's --max-keys: a new key first
+	// evicts rested keys (they decide like missing ones, so nothing is
+	// lost); when every held key is live, the request's local limits are
+	// decided as on_failure: closed (denied, with mode "closed"), so a flood
+	// of distinct keys during an outage costs bounded memory and never
+	// admits without a bound.
+	FallbackMaxKeys int
 }
 
 // DefaultConfig logs denied keys at most once a second and decides up to
@@ -92,6 +101,9 @@ func (c Config) Validate() error {
 	}
 	if c.BatchConcurrency < 1 {
 		return fmt.Errorf("limiter: batch concurrency %d must be at least 1", c.BatchConcurrency)
+	}
+	if c.FallbackMaxKeys < 0 {
+		return fmt.Errorf("limiter: fallback max keys %d is negative", c.FallbackMaxKeys)
 	}
 	return nil
 }
@@ -141,7 +153,9 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(memstore.DefaultConfig()), members: func() int { return 1 }}
+	local := memstore.DefaultConfig()
+	local.MaxKeys = cfg.FallbackMaxKeys
+	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(local), members: func() int { return 1 }}
 	for _, o := range opts {
 		o(l)
 	}

@@ -179,18 +179,34 @@ func (f handlerFunc) HandleDecide(ctx context.Context, from string, items []Item
 	return f(ctx, from, items)
 }
 
-// elapsedWithin fails if d exceeds bound plus a scheduling margin.
-func elapsedWithin(t *testing.T, d, bound time.Duration) {
+// These tests check which wait ends a call, not how fast the machine runs:
+// each call has one wait it must end on (the caller's deadline, or the
+// client's Timeout) and one it must not (the other of the two, a handler
+// that never answers, a handshake that never completes), and the second is
+// set a minute away. The error says which ended it; returnedBefore checks
+// that the call did not sit out the wait it must not end on. Scheduling
+// delays on a loaded machine are orders of magnitude below that bound, so
+// they cannot fail these tests. How promptly a call returns is a latency
+// figure, measured in benchmarks and the chaos suite, not in timed tests.
+
+// ruledOut is the wait a correct call never reaches.
+const ruledOut = time.Minute
+
+// returnedBefore fails if a call took d, at least half the ruled-out wait:
+// it waited for what it must not.
+func returnedBefore(t *testing.T, d time.Duration) {
 	t.Helper()
-	if d > bound+100*time.Millisecond {
-		t.Fatalf("returned after %v, want within %v (+100ms)", d, bound)
+	if d >= ruledOut/2 {
+		t.Errorf("returned after %v: it waited for the %v it must not wait for", d, ruledOut)
 	}
 }
 
 func TestClient_Decide_hungHandlerCallerDeadline(t *testing.T) {
 	h := &fakeHandler{gate: hang(t)} // opens when the test ends
 	addr := startServer(t, h)
-	c, _ := newClient(t, nil) // Timeout 5s: the caller's deadline is earlier
+	// The client's Timeout is far off: only the caller's deadline can end
+	// these calls in time.
+	c, _ := newClient(t, func(cfg *ClientConfig) { cfg.Timeout = ruledOut })
 
 	const deadline = 50 * time.Millisecond
 	var wg sync.WaitGroup
@@ -200,7 +216,7 @@ func TestClient_Decide_hungHandlerCallerDeadline(t *testing.T) {
 			defer cancel()
 			start := time.Now()
 			_, err := c.Decide(ctx, addr, item(1))
-			elapsedWithin(t, time.Since(start), deadline)
+			returnedBefore(t, time.Since(start))
 			if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrTimeout) {
 				t.Errorf("err = %v, want the caller's context.DeadlineExceeded", err)
 			}
@@ -209,13 +225,21 @@ func TestClient_Decide_hungHandlerCallerDeadline(t *testing.T) {
 	wg.Wait()
 }
 
+// callerGuard is a caller's context whose deadline only a client that
+// ignored its own Timeout would reach.
+func callerGuard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), ruledOut)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestClient_Decide_hungHandlerTimeout(t *testing.T) {
 	addr := startServer(t, &fakeHandler{gate: hang(t)})
 	const timeout = 30 * time.Millisecond
 	c, reg := newClient(t, func(cfg *ClientConfig) { cfg.Timeout = timeout })
 	start := time.Now()
-	_, err := c.Decide(t.Context(), addr, item(1))
-	elapsedWithin(t, time.Since(start), timeout)
+	_, err := c.Decide(callerGuard(t), addr, item(1))
+	returnedBefore(t, time.Since(start))
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrTimeout and context.DeadlineExceeded", err)
 	}
@@ -236,14 +260,17 @@ func TestClient_Decide_frozenPeer(t *testing.T) {
 	c, _ := newClient(t, func(cfg *ClientConfig) { cfg.Timeout = timeout })
 	for range 3 { // the second and third find the connection stuck too
 		start := time.Now()
-		_, err := c.Decide(t.Context(), lis.Addr().String(), item(1))
-		elapsedWithin(t, time.Since(start), timeout)
+		_, err := c.Decide(callerGuard(t), lis.Addr().String(), item(1))
+		returnedBefore(t, time.Since(start))
 		if !errors.Is(err, ErrTimeout) {
 			t.Fatalf("err = %v, want ErrTimeout", err)
 		}
 	}
 }
 
+// A refused connection fails the call with the transport's error at once:
+// had the client waited for the peer to come back, its Timeout (a minute
+// away) would have ended the call instead.
 func TestClient_Decide_refusedFailsFast(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -251,13 +278,13 @@ func TestClient_Decide_refusedFailsFast(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	_ = lis.Close() // nothing listens there any more
-	c, _ := newClient(t, nil)
+	c, _ := newClient(t, func(cfg *ClientConfig) { cfg.Timeout = ruledOut })
 	start := time.Now()
 	_, err = c.Decide(t.Context(), addr, item(1))
-	if err == nil || errors.Is(err, ErrTimeout) {
+	if err == nil || errors.Is(err, ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want a transport error", err)
 	}
-	elapsedWithin(t, time.Since(start), 0)
+	returnedBefore(t, time.Since(start))
 }
 
 func TestClient_Decide_cancelledWhileQueuedIsNotSent(t *testing.T) {

@@ -79,6 +79,49 @@ func TestBackend_cluster(t *testing.T) {
 		}
 	})
 
+	t.Run("load batched per slot", func(t *testing.T) {
+		now, err := b.Time(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Ten groups of three keys, and ten keys without a tag; each
+		// MGET may read one slot only.
+		var keys []string
+		var tats []redisbackend.TAT
+		slots := map[uint16]bool{}
+		for g := range 10 {
+			for _, name := range []string{fmt.Sprintf("rl:{lg%d}:a", g), fmt.Sprintf("rl:{lg%d}:b", g), fmt.Sprintf("rl:{lg%d}:c", g), fmt.Sprintf("plain%d", g)} {
+				keys = append(keys, name)
+				tats = append(tats, redisbackend.TAT{Key: name, TAT: now + int64(len(keys))*ms + 5*1000*ms, Now: now})
+				slot := redisbackend.KeySlot(name)
+				if want, err := cc.ClusterKeySlot(ctx, name).Result(); err != nil || int64(slot) != want {
+					t.Fatalf("KeySlot(%q) = %d, CLUSTER KEYSLOT says %d (%v)", name, slot, want, err)
+				}
+				slots[slot] = true
+			}
+		}
+		if err := b.StoreTATs(ctx, tats); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, "rl:{lg3}:missing")
+		before := cnt.n.Load()
+		got, err := b.LoadTATs(ctx, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := cnt.n.Load() - before; n != int64(len(slots)) {
+			t.Errorf("%d commands for %d keys in %d slots, want one MGET per slot", n, len(keys), len(slots))
+		}
+		for i, tat := range tats {
+			if got[i] != tat.TAT {
+				t.Errorf("%s: loaded %d, want %d", tat.Key, got[i], tat.TAT)
+			}
+		}
+		if got[len(keys)-1] != 0 {
+			t.Errorf("missing key loaded as %d", got[len(keys)-1])
+		}
+	})
+
 	t.Run("pipelined across groups", func(t *testing.T) {
 		var reqs []redisbackend.DecideRequest
 		for g := range 64 {

@@ -21,6 +21,36 @@ func HashTag(key string) string {
 	return key[open+1 : open+1+end]
 }
 
+// slots is the number of hash slots of a Redis Cluster.
+const slots = 16384
+
+// KeySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of
+// its hash tag, or of the whole key when it has none, modulo 16384. Keys of
+// one group (one hash tag) share a slot.
+func KeySlot(key string) uint16 {
+	if tag := HashTag(key); tag != "" {
+		key = tag
+	}
+	return crc16(key) % slots
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), the
+// checksum Redis Cluster hashes keys with.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
 // checkKeys enforces the one-slot rule for a composite: a single key is
 // always fine; several keys must be distinct and share one non-empty hash
 // tag. It requires identical tags rather than identical slots so that code

@@ -2,7 +2,6 @@ package redisbackend
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -19,38 +18,83 @@ type TAT struct {
 	Now int64
 }
 
-// LoadTATs reads the TATs of keys in one pipeline (split by slot on
-// Cluster). The result has one entry per key, 0 for a missing key, which
-// gcra treats as rested. The keys need not share a hash tag. The first
-// failure fails the whole call; bounded by ctx and Config.Timeout.
+// LoadTATs reads the TATs of keys in one pipeline of MGETs: one in all on
+// a single Redis, one per hash slot on Cluster (an MGET may not cross
+// slots; keys of one group share their group's slot). The result has one
+// entry per key, 0 for a missing key, which gcra treats as rested (MGET
+// also answers nothing for a key holding another type than a string, so
+// such a key reads as missing too). The keys need not share a hash tag. The
+// first failure fails the whole call; bounded by ctx and Config.Timeout.
 func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
+	batches := b.slotBatches(keys)
 	pipe := b.client.Pipeline()
-	cmds := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.Get(ctx, k)
+	cmds := make([]*redis.SliceCmd, len(batches))
+	for i, batch := range batches {
+		args := make([]string, len(batch))
+		for j, k := range batch {
+			args[j] = keys[k]
+		}
+		cmds[i] = pipe.MGet(ctx, args...)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
 	}
 	tats := make([]int64, len(keys))
 	for i, c := range cmds {
-		s, err := c.Result()
-		if errors.Is(err, redis.Nil) {
-			continue
+		vals, err := c.Result()
+		if err == nil && len(vals) != len(batches[i]) {
+			err = fmt.Errorf("mget of %d keys returned %d values", len(batches[i]), len(vals))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("redisbackend: load tat %q: %w", keys[i], err)
+			return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
 		}
-		if tats[i], err = parseTAT(s); err != nil {
-			return nil, fmt.Errorf("redisbackend: key %q: %w", keys[i], err)
+		for j, v := range vals {
+			k := batches[i][j]
+			if v == nil { // missing key
+				continue
+			}
+			s, ok := v.(string)
+			if !ok {
+				return nil, fmt.Errorf("redisbackend: key %q: unexpected %T from mget", keys[k], v)
+			}
+			if tats[k], err = parseTAT(s); err != nil {
+				return nil, fmt.Errorf("redisbackend: key %q: %w", keys[k], err)
+			}
 		}
 	}
 	return tats, nil
+}
+
+// slotBatches splits the indexes of keys into the batches one MGET may
+// read: all together on a single Redis (*redis.Client), by hash slot on any
+// other client (Cluster). Batches keep the keys' order and come in the order
+// of their first key.
+func (b *Backend) slotBatches(keys []string) [][]int {
+	if _, single := b.client.(*redis.Client); single {
+		all := make([]int, len(keys))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var batches [][]int
+	at := make(map[uint16]int) // slot -> index in batches
+	for i, k := range keys {
+		slot := KeySlot(k)
+		n, ok := at[slot]
+		if !ok {
+			n = len(batches)
+			at[slot] = n
+			batches = append(batches, nil)
+		}
+		batches[n] = append(batches[n], i)
+	}
+	return batches
 }
 
 // ExpiryGrace is added to the expiry of every TAT written on a caller's

@@ -209,3 +209,36 @@ func TestBackend_TATFormat_readsWholeMicroseconds(t *testing.T) {
 		t.Fatalf("stored %q, want %q", raw, wantRaw)
 	}
 }
+
+// LoadTATs reads keys of many groups with one MGET on a single Redis.
+func TestBackend_LoadTATs_oneCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	c, cnt := newClient(t, srv, 2)
+	b := newBackend(t, c, time.Second)
+	ctx := t.Context()
+	var keys []string
+	var want []int64
+	for g := range 20 {
+		k := fmt.Sprintf("rl:{g%d}:k", g)
+		keys = append(keys, k, "untagged-"+strconv.Itoa(g))
+		want = append(want, base+int64(g)*us+7, 0) // the untagged keys are missing
+		if err := c.Set(ctx, k, strconv.FormatInt(base/1000+int64(g), 10)+".007", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Warm up, so that connection set-up commands are not counted.
+	if _, err := b.LoadTATs(ctx, keys[:1]); err != nil {
+		t.Fatal(err)
+	}
+	before := cnt.n.Load()
+	got, err := b.LoadTATs(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("loaded %v, want %v", got, want)
+	}
+	if n := cnt.n.Load() - before; n != 1 {
+		t.Errorf("%d commands for %d keys, want 1 MGET", n, len(keys))
+	}
+}

@@ -77,7 +77,7 @@ func New(name string) (_ *Lab, err error) {
 	if err := sweep(l.id); err != nil {
 		return nil, fmt.Errorf("netlab: removing stale labs: %w", err)
 	}
-	if l.owner, err = createOwner(l.id, name); err != nil {
+	if l.owner, err = createOwner(stateDir, l.id, name); err != nil {
 		return nil, err
 	}
 	if l.subnet, err = pickSubnet(l.id); err != nil {

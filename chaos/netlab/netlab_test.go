@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -168,6 +169,15 @@ func runHelper(mode string, args []string) int {
 			pids = append(pids, p.Pid())
 		}
 		fmt.Printf("ready %s %s %d %d\n", l.ID(), h.Namespace(), pids[0], pids[1])
+		time.Sleep(time.Hour)
+		return 0
+	case "hold-owner": // hold-owner DIR: an owner file under DIR, locked until killed
+		f, err := createOwner(args[0], labID{pid: os.Getpid()}, "held")
+		if err != nil {
+			return fail(err)
+		}
+		defer f.Close()
+		fmt.Println("ready")
 		time.Sleep(time.Hour)
 		return 0
 	}
@@ -707,9 +717,21 @@ func TestFailedAddHostCleansUp(t *testing.T) {
 	}
 }
 
-func TestStaleLabIsSwept(t *testing.T) {
+// otherRun is a lab owned by another process, the test binary in helper
+// mode "owner": a host running two sleeping processes, one of which
+// survives its owner.
+type otherRun struct {
+	cmd         *exec.Cmd
+	id          string
+	pid, orphan int
+	killed      bool
+}
+
+// startOtherRun starts another run and waits until its lab is up. The run
+// is killed at the end of the test if the test has not killed it.
+func startOtherRun(t *testing.T) *otherRun {
+	t.Helper()
 	requirePrereqs(t)
-	// A run that dies with SIGKILL and leaves its lab behind.
 	owner := exec.Command(testExe(t))
 	owner.Env = helperEnviron("owner")
 	owner.Stderr = os.Stderr
@@ -720,13 +742,8 @@ func TestStaleLabIsSwept(t *testing.T) {
 	if err := owner.Start(); err != nil {
 		t.Fatal(err)
 	}
-	killed := false
-	defer func() {
-		if !killed {
-			owner.Process.Kill()
-			owner.Wait()
-		}
-	}()
+	r := &otherRun{cmd: owner}
+	t.Cleanup(r.kill)
 	lines := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(stdout).ReadString('\n')
@@ -738,35 +755,51 @@ func TestStaleLabIsSwept(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("owner never got ready")
 	}
-	var staleID, staleNS string
-	var pid, orphan int
-	if _, err := fmt.Sscanf(line, "ready %s %s %d %d", &staleID, &staleNS, &pid, &orphan); err != nil {
+	var ns string
+	if _, err := fmt.Sscanf(line, "ready %s %s %d %d", &r.id, &ns, &r.pid, &r.orphan); err != nil {
 		t.Fatalf("owner said %q: %v", line, err)
 	}
-	isStale := func(id labID) bool { return id.String() == staleID }
-	if left := leftovers(isStale); len(left) != 4 { // state dir, bridge, veth, namespace
+	return r
+}
+
+// kill kills the owner with SIGKILL, leaving its lab behind.
+func (r *otherRun) kill() {
+	if r.killed {
+		return
+	}
+	r.killed = true
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.cmd.Wait()
+}
+
+// resources lists what is left of the run's lab.
+func (r *otherRun) resources() []string {
+	return leftovers(func(id labID) bool { return id.String() == r.id })
+}
+
+func TestStaleLabIsSwept(t *testing.T) {
+	// A run that dies with SIGKILL and leaves its lab behind.
+	run := startOtherRun(t)
+	if left := run.resources(); len(left) != 4 { // state dir, bridge, veth, namespace
 		t.Fatalf("owner's lab: %v, want 4 resources", left)
 	}
-	if !pidAlive(orphan) {
+	if !pidAlive(run.orphan) {
 		t.Fatal("orphan process not running")
 	}
-
-	owner.Process.Signal(syscall.SIGKILL)
-	owner.Wait()
-	killed = true
-	if !pidAlive(orphan) {
+	run.kill()
+	if !pidAlive(run.orphan) {
 		t.Fatal("orphan process died with its owner; the sweep would have nothing to kill")
 	}
 
 	l := newLab(t)
-	if left := leftovers(isStale); len(left) > 0 {
+	if left := run.resources(); len(left) > 0 {
 		t.Errorf("after New, the dead run's lab is still there: %v", left)
 	}
-	if pidAlive(orphan) {
-		t.Errorf("process %d of the dead run survived the sweep", orphan)
+	if pidAlive(run.orphan) {
+		t.Errorf("process %d of the dead run survived the sweep", run.orphan)
 	}
-	if pidAlive(pid) {
-		t.Errorf("process %d of the dead run survived", pid)
+	if pidAlive(run.pid) {
+		t.Errorf("process %d of the dead run survived", run.pid)
 	}
 
 	// The new lab works.
@@ -774,6 +807,35 @@ func TestStaleLabIsSwept(t *testing.T) {
 	addr := net.JoinHostPort(h.IP(), "7000")
 	startHelper(t, h, "echo", addr)
 	waitListening(t, addr)
+}
+
+// Two chaos runs on one machine (two checkouts, two test binaries): a lab
+// created in one sweeps nothing of the other's while the other runs.
+func TestLiveLabOfAnotherRunIsKept(t *testing.T) {
+	run := startOtherRun(t)
+	before := run.resources()
+	if len(before) != 4 {
+		t.Fatalf("other run's lab: %v, want 4 resources", before)
+	}
+	l := newLab(t) // sweeps
+	addHosts(t, l, "a")
+	if after := run.resources(); !slices.Equal(after, before) {
+		t.Errorf("after this run's New, the other run's lab is %v, was %v", after, before)
+	}
+	for _, pid := range []int{run.pid, run.orphan} {
+		if !pidAlive(pid) {
+			t.Errorf("process %d of the other run was killed", pid)
+		}
+	}
+	// Once the other run is dead, the next New sweeps its lab.
+	run.kill()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	newLab(t)
+	if left := run.resources(); len(left) > 0 {
+		t.Errorf("after the other run died, its lab is still there: %v", left)
+	}
 }
 
 func TestConcurrentLabsAreIndependent(t *testing.T) {

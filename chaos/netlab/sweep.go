@@ -76,15 +76,16 @@ func flock(f *os.File, how int) error {
 
 func labDir(id labID) string { return filepath.Join(stateDir, id.String()) }
 
-func ownerFile(id labID) string { return filepath.Join(labDir(id), "owner") }
+// ownerFile is the owner file of lab id under the state directory dir.
+func ownerFile(dir string, id labID) string { return filepath.Join(dir, id.String(), "owner") }
 
-// createOwner creates the lab's state directory and its owner file, locked;
-// the lock is held as long as the returned file stays open.
-func createOwner(id labID, name string) (*os.File, error) {
-	if err := os.Mkdir(labDir(id), 0o755); err != nil {
+// createOwner creates the lab's state directory under dir and its owner
+// file, locked; the lock is held as long as the returned file stays open.
+func createOwner(dir string, id labID, name string) (*os.File, error) {
+	if err := os.Mkdir(filepath.Join(dir, id.String()), 0o755); err != nil {
 		return nil, fmt.Errorf("netlab: %w", err)
 	}
-	f, err := os.OpenFile(ownerFile(id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(ownerFile(dir, id), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("netlab: %w", err)
 	}
@@ -99,27 +100,41 @@ func createOwner(id labID, name string) (*os.File, error) {
 // stale reports whether the lab id has no live owner. creating is the id
 // that the caller is about to create: anything already named after it is a
 // leftover of an earlier process that had the same PID.
-//
-// A live owner holds the lock on its owner file, so when that file exists
-// its lock decides, which also catches recycled PIDs. Without it (a lab that
-// is half created or half closed) the owner's PID decides.
 func stale(id, creating labID) bool {
-	if free, known := ownerLockFree(id); known {
+	return ownership{dir: stateDir, pidAlive: pidAlive, seqOpen: seqIsOpen}.stale(id, creating)
+}
+
+// ownership decides whose labs are live. It reads owner files under dir and
+// asks pidAlive and seqOpen (this process's open sequence numbers) only
+// when there is no owner file, so tests run it without root on a temporary
+// directory.
+type ownership struct {
+	dir      string
+	pidAlive func(pid int) bool
+	seqOpen  func(seq int) bool
+}
+
+// stale: a live owner holds the lock on its owner file, so when that file
+// exists its lock decides, which also catches recycled PIDs. Without it (a
+// lab that is half created or half closed) the owner's PID decides: a lab
+// of another live process, of whatever checkout, is never stale.
+func (o ownership) stale(id, creating labID) bool {
+	if free, known := o.ownerLockFree(id); known {
 		return free
 	}
 	if id == creating {
 		return true
 	}
 	if id.pid == os.Getpid() {
-		return !seqIsOpen(id.seq)
+		return !o.seqOpen(id.seq)
 	}
-	return !pidAlive(id.pid)
+	return !o.pidAlive(id.pid)
 }
 
 // ownerLockFree reports whether the lock on id's owner file is free; known
 // is false if there is no owner file.
-func ownerLockFree(id labID) (free, known bool) {
-	f, err := os.Open(ownerFile(id))
+func (o ownership) ownerLockFree(id labID) (free, known bool) {
+	f, err := os.Open(ownerFile(o.dir, id))
 	if err != nil {
 		return false, false
 	}

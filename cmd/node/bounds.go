@@ -30,7 +30,7 @@ type boundsConfig struct {
 // applies their WEIR_* environment values (a flag given on the command line
 // wins) and checks them; call it after fs.Parse.
 func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) string) func() error {
-	fs.IntVar(&b.MaxKeys, "max-keys", 0, "most keys held in owner memory; rested keys are evicted first, and when all are live new keys fall back by policy (reason memory_full); 0 means no cap")
+	fs.IntVar(&b.MaxKeys, "max-keys", 0, "most keys held in owner memory; rested keys are evicted first, and when all are live new keys fall back by policy (reason memory_full); the same cap bounds the local-fallback state, where a new key finding it full is denied (mode closed); 0 means no cap")
 	fs.DurationVar(&b.PeerMaxSkew, "peer-max-skew", peer.DefaultMaxSkew, "forwarded work stamped further than this from this node's clock is refused")
 	fs.IntVar(&b.HTTPMaxConns, "http-max-conns", server.DefaultHTTPServerConfig().MaxConns, "most open HTTP connections; keep well below ulimit -n")
 	fs.Int64Var(&b.MaxInflightBytes, "max-inflight-bytes", inflight.DefaultConfig().MaxBytes, "most bytes of gRPC and HTTP requests being received at once, node-wide; each gRPC call reserves the largest message its listener reads (16 MiB) until its request is decoded, and a call that finds no room within 5 s is refused (RESOURCE_EXHAUSTED, HTTP 503)")
@@ -81,6 +81,16 @@ func memstoreConfig(b boundsConfig) memstore.Config {
 	mcfg := memstore.DefaultConfig()
 	mcfg.MaxKeys = b.MaxKeys
 	return mcfg
+}
+
+// limiterConfig is the limiter's configuration with the --max-keys cap on
+// its local-fallback state too (on_failure: local keys held while their
+// owner or Redis cannot decide), so an outage under a flood of distinct
+// keys costs bounded memory.
+func limiterConfig(b boundsConfig) limiter.Config {
+	lcfg := limiter.DefaultConfig()
+	lcfg.FallbackMaxKeys = b.MaxKeys
+	return lcfg
 }
 
 // registerMemstoreMetrics counts what the --max-keys cap does.

@@ -24,6 +24,9 @@ func TestParseConfig_bounds(t *testing.T) {
 	if cfg.Bounds.MaxKeys != 100 || cfg.Bounds.PeerMaxSkew != 3*time.Second || cfg.Bounds.HTTPMaxConns != 4096 {
 		t.Fatalf("bounds %+v: want the flag over the environment, the environment over the default", cfg.Bounds)
 	}
+	if mk, fk := memstoreConfig(cfg.Bounds).MaxKeys, limiterConfig(cfg.Bounds).FallbackMaxKeys; mk != 100 || fk != 100 {
+		t.Fatalf("--max-keys 100 caps owner memory at %d and the local-fallback state at %d", mk, fk)
+	}
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
