@@ -16,8 +16,8 @@ type metrics struct {
 	freezes       prometheus.Counter
 	rejoins       prometheus.Counter
 	// redisCommands is weir_redis_commands_total, shared with writebehind
-	// (op="store_tats"): this package counts op="load_tats" (one GET per
-	// key) and op="decide_strict" (one script call per decision).
+	// (op="store_tats"): this package counts op="load_tats" (one MGET per
+	// load: a request's missing keys share a group, so one hash slot) and op="decide_strict" (one script call per decision).
 	redisCommands *prometheus.CounterVec
 	// forwardTimeouts counts forwards that ended without an answer by
 	// whom forward.go blamed: owner, caller, local_stall or silent.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +95,27 @@ func TestCluster_admissionNearRestIsNotPersisted_untilHandoff(t *testing.T) {
 		if got[i] != tats[i] {
 			t.Fatalf("%s after the hand-off: %d, want the held TAT %d", k, got[i], tats[i])
 		}
+	}
+}
+
+// TestCluster_coldLoadIsOneCommand checks that loading a cold composite
+// (two keys of one group) costs Redis one command and that
+// weir_redis_commands_total{op="load_tats"} counts it as one, as Redis does.
+func TestCluster_coldLoadIsOneCommand(t *testing.T) {
+	f := newPersistFixture(t)
+	ctx := context.Background()
+	if err := f.redis.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.tc.decide("node-0", f.kv)
+	if got := testutil.ToFloat64(f.c.metrics.redisCommands.WithLabelValues("load_tats")); got != 1 {
+		t.Fatalf("load_tats counted %v commands for one cold load, want 1", got)
+	}
+	stats, err := f.redis.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stats, "cmdstat_mget:calls=1,") || strings.Contains(stats, "cmdstat_get:") {
+		t.Fatalf("one cold load of two keys should be one MGET; Redis saw:\n%s", stats)
 	}
 }
