@@ -194,7 +194,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
-	l.record(matches, &d, now)
+	l.record(p, matches, &d, now)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
