@@ -165,3 +165,42 @@ func TestRunBench_unreachableIsAnError(t *testing.T) {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
+
+// --rate half measures the closed-loop maximum first, then runs the open
+// loop at half its answered RPCs/s, and reports both.
+func TestRunBench_openLoopAtHalfTheClosedLoopMaximum(t *testing.T) {
+	f := &fakeNode{delay: 2 * time.Millisecond}
+	addr := servertest.Serve(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--mode", "open", "--rate", "half", "--duration", "300ms", "--workers", "4", "--keys", "4", "--batch", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	c := s.ClosedLoop
+	if c == nil || c.Mode != "closed" || c.Requests == 0 {
+		t.Fatalf("closed loop %+v, want a measured closed-loop run", c)
+	}
+	if want := c.DecisionsPerSec / 2 / 2; s.Mode != "open" || s.Rate != want {
+		t.Errorf("mode %q at %v/s, want open at %v/s (half of %v decisions/s in batches of 2)", s.Mode, s.Rate, want, c.DecisionsPerSec)
+	}
+	// The open loop's arrivals follow from its rate: rate x 300ms, give or
+	// take the one on the boundary.
+	if want := s.Rate * 0.3; float64(s.Arrivals) < want-1 || float64(s.Arrivals) > want+1 {
+		t.Errorf("%d arrivals at %v/s for 300ms", s.Arrivals, s.Rate)
+	}
+}
+
+func TestRunBench_rateFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "half"}, "--rate half needs --mode open"},
+		{[]string{"--mode", "open", "--rate", "fast"}, `want arrivals per second or half, got "fast"`},
+		{[]string{"--mode", "open", "--rate", "0"}, "--rate must be positive"},
+	} {
+		code, _, stderr := runCLI(t.Context(), append([]string{"bench", "--addr", "127.0.0.1:1"}, tt.args...)...)
+		if code != exitError || !strings.Contains(stderr, tt.want) {
+			t.Errorf("bench %v: exit %d, stderr %q, want %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}
