@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,14 +71,26 @@ func benchRequests(n int) []*weirv1.DecideRequest {
 func perDecision(b *testing.B, perOp int, f func()) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	start := time.Now()
+	start, cpu0 := time.Now(), cpuTime(b)
 	f()
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), cpuTime(b)-cpu0
 	runtime.ReadMemStats(&after)
 	n := float64(b.N) * float64(perOp)
+	b.ReportMetric(cpu.Seconds()*1e6/n, "cpu-µs/decision")
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/decision")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/decision")
 	b.ReportMetric(n/elapsed.Seconds(), "decisions/s")
+}
+
+// cpuTime is the CPU time this process has used (user and system, all
+// threads): on a shared machine, CPU per decision varies much less than
+// time per decision.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkGRPC_Decide is one unary Decide end to end over a loopback gRPC
