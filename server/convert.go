@@ -24,12 +24,30 @@ func FromProto(in *weirv1.DecideRequest) limiter.Request {
 
 // ToProto converts a limiter decision to its weir.v1 form. Zero durations
 // are left unset, which reads as zero. The response's parts (limit
-// statuses, durations) are allocated together, a few allocations per
-// response whatever its number of limits.
+// statuses, durations) are allocated together: one allocation for a
+// decision of up to two limits, four for more.
 func ToProto(d limiter.Decision) *weirv1.DecideResponse {
+	if len(d.Limits) <= smallLimits {
+		b := new(smallResponse)
+		r := responses{resps: b.resp[:], limits: b.limits[:], ptrs: b.ptrs[:], durs: b.durs[:]}
+		return r.next(d)
+	}
 	ds := [1]limiter.Decision{d}
 	r := newResponses(ds[:])
 	return r.next(d)
+}
+
+// smallLimits is the most limits of a response ToProto builds in one
+// allocation (a smallResponse): the built-in policy's composite has two.
+const smallLimits = 2
+
+// smallResponse holds every message a response of up to smallLimits limits
+// may need: its two durations and three per limit.
+type smallResponse struct {
+	resp   [1]weirv1.DecideResponse
+	limits [smallLimits]weirv1.LimitStatus
+	ptrs   [smallLimits]*weirv1.LimitStatus
+	durs   [2 + 3*smallLimits]durationpb.Duration
 }
 
 // ToProtoBatch converts decisions to their weir.v1 forms, in order, as
