@@ -189,6 +189,14 @@ func TestRunBench_openLoopAtHalfTheClosedLoopMaximum(t *testing.T) {
 	}
 }
 
+// With nothing answering, --rate half reports the closed loop and fails.
+func TestRunBench_rateHalfWithNoAnswer(t *testing.T) {
+	code, stdout, stderr := runCLI(t.Context(), "bench", "--addr", "127.0.0.1:1", "--mode", "open", "--rate", "half", "--duration", "100ms", "--warmup", "0s", "--workers", "1", "--conns", "1")
+	if code != exitError || !strings.Contains(stderr, "every request failed") || !strings.Contains(stdout, "closed loop") || strings.Contains(stdout, "open loop") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
 func TestRunBench_rateFlag(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
