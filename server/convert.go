@@ -25,7 +25,7 @@ func FromProto(in *weirv1.DecideRequest) limiter.Request {
 // ToProto converts a limiter decision to its weir.v1 form. Zero durations
 // are left unset, which reads as zero. The response's parts (limit
 // statuses, durations) are allocated together: one allocation for a
-// decision of up to two limits, four for more.
+// decision of up to two limits, four for more (a fallback adds one).
 func ToProto(d limiter.Decision) *weirv1.DecideResponse {
 	if len(d.Limits) <= smallLimits {
 		b := new(smallResponse)
