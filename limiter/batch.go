@@ -62,17 +62,14 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 		}
 	}
 	p := l.policies.Current()
-	matches := make([][]policy.Match, len(rs))
-	for i, r := range rs { // resolve all first: unknown descriptors are bad input too
-		var err error
-		if matches[i], err = resolve(p, r.Descriptors, nil); err != nil {
-			return nil, fmt.Errorf("requests[%d]: %w", i, err)
-		}
+	matches, limits, err := resolveBatch(p, rs)
+	if err != nil {
+		return nil, err
 	}
 	now := l.now().UnixNano()
 	out := make([]Decision, len(rs))
 	errs := make([]error, len(rs))
-	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], rs[i].Cost, now, true) }
+	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], limits[i], rs[i].Cost, now, true) }
 	var waiting, inline []int
 	for i := range rs {
 		if l.mayWait(matches[i]) {
@@ -111,4 +108,31 @@ func (l *Limiter) startBatchWorkers(idx []int, decide func(int)) *sync.WaitGroup
 		})
 	}
 	return &wg
+}
+
+// resolveBatch resolves every request of a batch (all first: unknown
+// descriptors are bad input too) into one slab of matches, and cuts a slab
+// of limit decisions to match: two allocations for the batch, not two per
+// request. Each request's parts are capped at their length, so appending
+// to one never writes into the next.
+func resolveBatch(p *policy.Policy, rs []Request) ([][]policy.Match, [][]LimitDecision, error) {
+	all := make([]policy.Match, 0, 2*len(rs))
+	ends := make([]int, len(rs))
+	for i, r := range rs {
+		var err error
+		if all, err = resolve(p, r.Descriptors, all); err != nil {
+			return nil, nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+		ends[i] = len(all)
+	}
+	matches := make([][]policy.Match, len(rs))
+	limits := make([][]LimitDecision, len(rs))
+	slab := make([]LimitDecision, len(all))
+	start := 0
+	for i, end := range ends {
+		matches[i] = all[start:end:end]
+		limits[i] = slab[start:end:end]
+		start = end
+	}
+	return matches, limits, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,5 +118,40 @@ func TestConfig_Validate_batchConcurrency(t *testing.T) {
 	c.BatchConcurrency = 0
 	if c.Validate() == nil {
 		t.Fatal("zero batch concurrency accepted")
+	}
+}
+
+// A batch resolves all its requests into one slice: each request's group
+// check sees only its own matches, and each decision's limits are its own.
+func TestLimiter_DecideBatch_requestsOfDifferentGroups(t *testing.T) {
+	rs := []Request{
+		{Descriptors: desc("tenant", "a", "user", "u"), Cost: 1},
+		{Descriptors: desc("tenant", "b", "user", "u", "route", "r"), Cost: 1},
+		{Descriptors: desc("ip", "10.0.0.1"), Cost: 1},
+	}
+	batch, single := newFixture(t, testPolicy), newFixture(t, testPolicy)
+	got, err := batch.lim.DecideBatch(context.Background(), rs)
+	if err != nil {
+		t.Fatalf("a batch of requests in groups a, b and 10.0.0.1: %v", err)
+	}
+	for i, r := range rs {
+		want, err := single.lim.Decide(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got[i]) != fmt.Sprint(want) {
+			t.Errorf("requests[%d] in a batch: %+v, alone: %+v", i, got[i], want)
+		}
+	}
+	first := got[1].Limits[0]
+	got[0].Limits = append(got[0].Limits, LimitDecision{Name: "appended"})
+	if got[1].Limits[0] != first {
+		t.Errorf("appending to requests[0]'s limits overwrote requests[1]'s: %+v", got[1].Limits[0])
+	}
+
+	// One request whose own limits span two groups is refused, by index.
+	mixed := append(rs, Request{Descriptors: desc("tenant", "a", "ip", "10.0.0.2"), Cost: 1})
+	if _, err := batch.lim.DecideBatch(context.Background(), mixed); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "requests[3]") {
+		t.Errorf("mixed groups in requests[3]: err = %v, want an invalid request naming requests[3]", err)
 	}
 }

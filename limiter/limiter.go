@@ -184,14 +184,16 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, p, matches, r.Cost, l.now().UnixNano(), false)
+	return l.decide(ctx, p, matches, nil, r.Cost, l.now().UnixNano(), false)
 }
 
-// decide decides one validated, resolved request stamped at now. With
-// lenient set, every store error but the caller's own context ending is
-// met with the failure policy (reason "store_failed"), so that it stays
-// this request's: DecideBatch uses it.
-func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, cost, now int64, lenient bool) (Decision, error) {
+// decide decides one validated, resolved request stamped at now. The
+// Decision's Limits are limits when it has len(matches) entries (a batch
+// hands out parts of one slab), and a new slice otherwise. With lenient
+// set, every store error but the caller's own context ending is met with
+// the failure policy (reason "store_failed"), so that it stays this
+// request's: DecideBatch uses it.
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, limits []LimitDecision, cost, now int64, lenient bool) (Decision, error) {
 	start := time.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
@@ -199,11 +201,14 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		return d, nil
 	}
 	d.Matched = true
-	d.Limits = make([]LimitDecision, len(matches))
+	if len(limits) != len(matches) {
+		limits = make([]LimitDecision, len(matches))
+	}
+	d.Limits = limits
 	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
-	l.record(matches, &d, now)
+	l.record(p, matches, &d, now)
 	l.metrics.latency.Observe(time.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)

@@ -18,8 +18,33 @@ const (
 	resultTooCostly    = "too_costly"    // cost above this limit's burst
 )
 
+// result indexes the results above in a limit's cached counters.
+type result uint8
+
+const (
+	allowed result = iota
+	denied
+	shadowDenied
+	tooCostly
+	numResults
+)
+
+func (r result) String() string {
+	switch r {
+	case denied:
+		return resultDenied
+	case shadowDenied:
+		return resultShadowDenied
+	case tooCostly:
+		return resultTooCostly
+	}
+	return resultAllowed
+}
+
 type metrics struct {
-	decisions   *prometheus.CounterVec
+	decisions *prometheus.CounterVec
+	// counters caches decisions' children for the current policy.
+	counters    atomic.Pointer[policyCounters]
 	unmatched   prometheus.Counter
 	storeErrors prometheus.Counter
 	fallbacks   *prometheus.CounterVec
@@ -60,26 +85,68 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	return m, nil
 }
 
-// record counts d, decided at now, per limit and logs denied keys
+// record counts d, decided at now under p, per limit and logs denied keys
 // (rate-limited).
-func (l *Limiter) record(ms []policy.Match, d *Decision, now int64) {
+func (l *Limiter) record(p *policy.Policy, ms []policy.Match, d *Decision, now int64) {
+	counters := l.metrics.countersFor(p)
 	for i, ld := range d.Limits {
-		result := resultAllowed
+		r := allowed
 		switch {
 		case ld.TooCostly:
-			result = resultTooCostly
+			r = tooCostly
 		case ld.Shadow && !ld.Allowed:
-			result = resultShadowDenied
+			r = shadowDenied
 		case !ld.Allowed:
-			result = resultDenied
+			r = denied
 		case !d.Allowed:
 			continue // admitted by this limit, refused by another
 		}
-		l.metrics.decisions.WithLabelValues(ld.Name, result).Inc()
-		if result != resultAllowed {
-			l.denied.note(now, ms[i].Key, ld.Name, result)
+		counters.counter(ms[i].Limit, r).Inc()
+		if r != allowed {
+			l.denied.note(now, ms[i].Key, ld.Name, r.String())
 		}
 	}
+}
+
+// policyCounters holds weir_decisions_total's children for the limits of
+// one policy, so that counting a decision hashes no label values and takes
+// no lock. A child is created on its first use, as WithLabelValues does,
+// so results never seen are not exported. Safe for concurrent use.
+type policyCounters struct {
+	policy *policy.Policy
+	vec    *prometheus.CounterVec
+	limits map[*policy.Limit]*[numResults]atomic.Pointer[counterRef] // read-only once built
+}
+
+type counterRef struct{ c prometheus.Counter }
+
+// countersFor returns the counters of p, building them when the policy has
+// changed since the last call. Requests of the old and the new policy may
+// alternate for a moment after a reload; each rebuild is one map per policy.
+func (m *metrics) countersFor(p *policy.Policy) *policyCounters {
+	if c := m.counters.Load(); c != nil && c.policy == p {
+		return c
+	}
+	c := &policyCounters{policy: p, vec: m.decisions, limits: make(map[*policy.Limit]*[numResults]atomic.Pointer[counterRef], len(p.Limits))}
+	for _, lim := range p.Limits {
+		c.limits[lim] = new([numResults]atomic.Pointer[counterRef])
+	}
+	m.counters.Store(c)
+	return c
+}
+
+// counter returns the child for lim and r.
+func (c *policyCounters) counter(lim *policy.Limit, r result) prometheus.Counter {
+	refs, ok := c.limits[lim]
+	if !ok { // not one of the policy's limits: look it up every time
+		return c.vec.WithLabelValues(lim.Name, r.String())
+	}
+	if ref := refs[r].Load(); ref != nil {
+		return ref.c
+	}
+	ref := &counterRef{c: c.vec.WithLabelValues(lim.Name, r.String())}
+	refs[r].Store(ref) // a racing store holds the same child
+	return ref.c
 }
 
 // deniedLog writes denied keys to the log at most once per interval, with

@@ -35,23 +35,26 @@ func validate(r Request) error {
 	return nil
 }
 
-// resolve matches descriptors against p and checks that the matched limits
-// can be decided together: one composite decision needs one group.
+// resolve appends to dst the matches of desc against p and checks that
+// they can be decided together: one composite decision needs one group.
+// Only the matches it appends are checked (a batch resolves its requests
+// into one slice).
 func resolve(p *policy.Policy, desc map[string]string, dst []policy.Match) ([]policy.Match, error) {
-	ms, err := p.Resolve(desc, dst)
+	all, err := p.Resolve(desc, dst)
 	if err != nil {
 		if errors.Is(err, policy.ErrUnknownDescriptor) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
 		return nil, err
 	}
+	ms := all[len(dst):]
 	for i := 1; i < len(ms); i++ {
 		if ms[i].GroupValue != ms[0].GroupValue {
 			return nil, fmt.Errorf("%w: limits %q (group %q) and %q (group %q) both match but a composite decision needs one group; give them the same group descriptor",
 				ErrInvalidRequest, ms[0].Limit.Name, ms[0].GroupValue, ms[i].Limit.Name, ms[i].GroupValue)
 		}
 	}
-	return ms, mixedConsistency(ms)
+	return all, mixedConsistency(ms)
 }
 
 // mixedConsistency refuses a request whose enforced limits mix fast and

@@ -23,21 +23,93 @@ func FromProto(in *weirv1.DecideRequest) limiter.Request {
 }
 
 // ToProto converts a limiter decision to its weir.v1 form. Zero durations
-// are left unset, which reads as zero.
+// are left unset, which reads as zero. The response's parts (limit
+// statuses, durations) are allocated together: one allocation for a
+// decision of up to two limits, four for more (a fallback adds one).
 func ToProto(d limiter.Decision) *weirv1.DecideResponse {
-	out := &weirv1.DecideResponse{
-		Allowed:       d.Allowed,
-		RetryAfter:    durationOrNil(d.RetryAfter),
-		Remaining:     d.Remaining,
-		ResetAfter:    durationOrNil(d.ResetAfter),
-		Matched:       d.Matched,
-		TooCostly:     d.TooCostly,
-		PolicyVersion: d.PolicyVersion,
+	if len(d.Limits) <= smallLimits {
+		b := new(smallResponse)
+		r := responses{resps: b.resp[:], limits: b.limits[:], ptrs: b.ptrs[:], durs: b.durs[:]}
+		return r.next(d)
 	}
-	if len(d.Limits) > 0 {
-		out.Limits = make([]*weirv1.LimitStatus, len(d.Limits))
+	ds := [1]limiter.Decision{d}
+	r := newResponses(ds[:])
+	return r.next(d)
+}
+
+// smallLimits is the most limits of a response ToProto builds in one
+// allocation (a smallResponse): the built-in policy's composite has two.
+const smallLimits = 2
+
+// smallResponse holds every message a response of up to smallLimits limits
+// may need: its two durations and three per limit.
+type smallResponse struct {
+	resp   [1]weirv1.DecideResponse
+	limits [smallLimits]weirv1.LimitStatus
+	ptrs   [smallLimits]*weirv1.LimitStatus
+	durs   [2 + 3*smallLimits]durationpb.Duration
+}
+
+// ToProtoBatch converts decisions to their weir.v1 forms, in order, as
+// ToProto does each. All responses share a few allocations, so a batch's
+// response costs about as many allocations as one.
+func ToProtoBatch(decs []limiter.Decision) []*weirv1.DecideResponse {
+	r := newResponses(decs)
+	out := make([]*weirv1.DecideResponse, len(decs))
+	for i, d := range decs {
+		out[i] = r.next(d)
+	}
+	return out
+}
+
+// responses hands out the messages of a known set of decisions from slabs
+// sized for them: one allocation per message type instead of one per
+// message. A message taken from a slab keeps the whole slab reachable, so
+// the slabs hold only what one answer needs and go out of use with it.
+type responses struct {
+	resps  []weirv1.DecideResponse
+	limits []weirv1.LimitStatus
+	ptrs   []*weirv1.LimitStatus
+	durs   []durationpb.Duration
+}
+
+// newResponses sizes the slabs for decs exactly.
+func newResponses(decs []limiter.Decision) responses {
+	var nl, nd int
+	for _, d := range decs {
+		nl += len(d.Limits)
+		nd += nonZero(d.RetryAfter) + nonZero(d.ResetAfter)
+		for _, l := range d.Limits {
+			nd += nonZero(l.RetryAfter) + nonZero(l.ResetAfter) + nonZero(l.Window)
+		}
+	}
+	r := responses{resps: make([]weirv1.DecideResponse, len(decs))}
+	if nl > 0 {
+		r.limits = make([]weirv1.LimitStatus, nl)
+		r.ptrs = make([]*weirv1.LimitStatus, nl)
+	}
+	if nd > 0 {
+		r.durs = make([]durationpb.Duration, nd)
+	}
+	return r
+}
+
+// next converts d, one of the decisions r was sized for.
+func (r *responses) next(d limiter.Decision) *weirv1.DecideResponse {
+	out := &r.resps[0]
+	r.resps = r.resps[1:]
+	out.Allowed = d.Allowed
+	out.RetryAfter = r.duration(d.RetryAfter)
+	out.Remaining = d.Remaining
+	out.ResetAfter = r.duration(d.ResetAfter)
+	out.Matched = d.Matched
+	out.TooCostly = d.TooCostly
+	out.PolicyVersion = d.PolicyVersion
+	if n := len(d.Limits); n > 0 {
+		out.Limits = r.ptrs[:n:n]
+		r.ptrs = r.ptrs[n:]
 		for i, l := range d.Limits {
-			out.Limits[i] = limitToProto(l)
+			out.Limits[i] = r.limit(l)
 		}
 	}
 	if d.Fallback != nil {
@@ -46,24 +118,38 @@ func ToProto(d limiter.Decision) *weirv1.DecideResponse {
 	return out
 }
 
-func limitToProto(l limiter.LimitDecision) *weirv1.LimitStatus {
-	return &weirv1.LimitStatus{
-		Name:       l.Name,
-		Key:        l.Key,
-		Allowed:    l.Allowed,
-		Remaining:  l.Remaining,
-		RetryAfter: durationOrNil(l.RetryAfter),
-		Shadow:     l.Shadow,
-		Burst:      l.Burst,
-		Window:     durationOrNil(l.Window),
-		ResetAfter: durationOrNil(l.ResetAfter),
-		TooCostly:  l.TooCostly,
-	}
+func (r *responses) limit(l limiter.LimitDecision) *weirv1.LimitStatus {
+	s := &r.limits[0]
+	r.limits = r.limits[1:]
+	s.Name = l.Name
+	s.Key = l.Key
+	s.Allowed = l.Allowed
+	s.Remaining = l.Remaining
+	s.RetryAfter = r.duration(l.RetryAfter)
+	s.Shadow = l.Shadow
+	s.Burst = l.Burst
+	s.Window = r.duration(l.Window)
+	s.ResetAfter = r.duration(l.ResetAfter)
+	s.TooCostly = l.TooCostly
+	return s
 }
 
-func durationOrNil(d time.Duration) *durationpb.Duration {
+// duration returns d as a message from the slab, or nil for zero (unset
+// reads as zero), with durationpb.New's split into seconds and nanos.
+func (r *responses) duration(d time.Duration) *durationpb.Duration {
 	if d == 0 {
 		return nil
 	}
-	return durationpb.New(d)
+	p := &r.durs[0]
+	r.durs = r.durs[1:]
+	p.Seconds = int64(d / time.Second)
+	p.Nanos = int32(d % time.Second)
+	return p
+}
+
+func nonZero(d time.Duration) int {
+	if d != 0 {
+		return 1
+	}
+	return 0
 }

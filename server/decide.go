@@ -92,9 +92,6 @@ func decideBatch(ctx context.Context, d Decider, m *weirv1.DecideBatchRequest) (
 	if len(decs) != len(rs) {
 		return nil, fmt.Errorf("%w: %d decisions for %d requests", errBrokenDecider, len(decs), len(rs))
 	}
-	out.Responses = make([]*weirv1.DecideResponse, len(decs))
-	for i, dec := range decs {
-		out.Responses[i] = ToProto(dec)
-	}
+	out.Responses = ToProtoBatch(decs)
 	return out, nil
 }

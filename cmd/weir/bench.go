@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ type benchConfig struct {
 	mode     string // "closed" or "open"
 	workers  int
 	rate     float64 // open loop: arrivals per second
+	rateHalf bool    // open loop at half the closed-loop maximum, measured first
 	duration time.Duration
 	warmup   time.Duration
 	keys     int
@@ -49,6 +51,9 @@ Open loop: requests arrive on a fixed schedule at --rate per second, and each
 latency counts from the request's scheduled start, so queueing delay is
 included. At most --workers requests are in flight and as many more wait; an
 arrival finding the queue full is dropped and counted, never sent late.
+--rate half first runs the closed loop with the same flags (warmup and
+duration included), then the open loop at half the RPCs/s it completed:
+the latency at the owner at half its maximum load.
 
 Every request carries the --desc descriptors plus --key-desc set to one of
 key-0 .. key-(N-1), chosen uniformly; --hot sends that share of requests to
@@ -61,7 +66,8 @@ func parseBench(args []string, stderr io.Writer) (benchConfig, int, bool) {
 	fs.StringVar(&c.addr, "addr", "127.0.0.1:8081", "`address` of a weir node")
 	fs.StringVar(&c.mode, "mode", "closed", "load model: closed or open")
 	fs.IntVar(&c.workers, "workers", 16, "closed: concurrent senders; open: the in-flight bound")
-	fs.Float64Var(&c.rate, "rate", 20000, "open loop: arrivals (RPCs) per second")
+	c.rate = 20000
+	fs.Var(rateFlag{&c.rate, &c.rateHalf}, "rate", "open loop: arrivals (RPCs) per second, or half: half the closed-loop maximum, measured first")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to measure")
 	fs.DurationVar(&c.warmup, "warmup", time.Second, "load before measuring, not reported")
 	fs.IntVar(&c.keys, "keys", 1000, "distinct values of --key-desc")
@@ -92,8 +98,10 @@ func (c benchConfig) validate() error {
 		return fmt.Errorf("--mode must be closed or open, got %q", c.mode)
 	case c.workers < 1:
 		return fmt.Errorf("--workers must be at least 1, got %d", c.workers)
-	case c.mode == "open" && !(c.rate > 0):
+	case c.mode == "open" && !c.rateHalf && !(c.rate > 0):
 		return fmt.Errorf("--rate must be positive, got %v", c.rate)
+	case c.rateHalf && c.mode != "open":
+		return errors.New("--rate half needs --mode open")
 	case c.duration <= 0:
 		return fmt.Errorf("--duration must be positive, got %v", c.duration)
 	case c.warmup < 0:
@@ -150,7 +158,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			stubs[i] = weirv1.NewRateLimiterClient(conn)
 		}
 	}
-	sum := newBench(cfg, stubs).run(ctx)
+	sum := runLoad(ctx, cfg, stubs)
 	if err := printSummary(stdout, sum, cfg.json); err != nil {
 		fmt.Fprintf(stderr, "weir bench: %v\n", err)
 		return exitError
@@ -160,6 +168,58 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitError
 	}
 	return exitOK
+}
+
+// runLoad runs the configured load. With --rate half it first runs the
+// closed loop with the same flags, then the open loop at half the RPCs/s
+// that loop answered, and reports both; when the closed loop was
+// interrupted or answered nothing, it reports that loop alone (an
+// interrupted run reports what it measured; one where every request
+// failed is an error to the caller).
+func runLoad(ctx context.Context, cfg benchConfig, stubs []weirv1.RateLimiterClient) *summary {
+	if !cfg.rateHalf {
+		return newBench(cfg, stubs).run(ctx)
+	}
+	closed := cfg
+	closed.mode = "closed"
+	calib := newBench(closed, stubs).run(ctx)
+	rpcs := calib.DecisionsPerSec / float64(cfg.batch) // answered RPCs/s: failures are cheap and would inflate it
+	if ctx.Err() != nil || !(rpcs > 0) {
+		return calib
+	}
+	cfg.rate = rpcs / 2
+	sum := newBench(cfg, stubs).run(ctx)
+	sum.ClosedLoop = calib
+	return sum
+}
+
+// rateFlag is --rate: a positive number of arrivals per second, or "half".
+type rateFlag struct {
+	rate *float64
+	half *bool
+}
+
+func (f rateFlag) String() string {
+	switch {
+	case f.half != nil && *f.half:
+		return "half"
+	case f.rate != nil:
+		return strconv.FormatFloat(*f.rate, 'g', -1, 64)
+	}
+	return ""
+}
+
+func (f rateFlag) Set(s string) error {
+	if s == "half" {
+		*f.half = true
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("want arrivals per second or half, got %q", s)
+	}
+	*f.rate, *f.half = v, false
+	return nil
 }
 
 // bench drives load at one address. Each worker goroutine owns a tally, a
@@ -174,11 +234,15 @@ type bench struct {
 	end         time.Time // end of the run
 }
 
-// worker is one sender's private state.
+// worker is one sender's private state. Its requests are built once and
+// only their key changes from one RPC to the next (gRPC has encoded them
+// by the time a call returns), so that the load generator spends its share
+// of the machine on sending, not on building maps.
 type worker struct {
 	rng   *rand.Rand
 	stub  weirv1.RateLimiterClient
 	tally *tally
+	batch *weirv1.DecideBatchRequest
 }
 
 func newBench(cfg benchConfig, stubs []weirv1.RateLimiterClient) *bench {
@@ -207,6 +271,7 @@ func (b *bench) run(ctx context.Context) *summary {
 			rng:   rand.New(rand.NewPCG(seed, uint64(i))),
 			stub:  b.stubs[i%len(b.stubs)],
 			tally: newTally(),
+			batch: b.newBatch(),
 		}
 	}
 	var arrivals, dropped int64
@@ -296,9 +361,9 @@ func (b *bench) open(ctx context.Context, start time.Time, workers []*worker) (a
 // request is built". In-flight RPCs are not cancelled by Ctrl-C: they
 // finish, within --timeout, and are counted.
 func (b *bench) send(w *worker, at time.Time) {
-	reqs := make([]*weirv1.DecideRequest, b.cfg.batch)
-	for i := range reqs {
-		reqs[i] = b.request(w.rng)
+	reqs := w.batch.Requests
+	for _, r := range reqs {
+		r.Descriptors[b.cfg.keyDesc] = b.key(w.rng)
 	}
 	if at.IsZero() {
 		at = time.Now()
@@ -313,7 +378,7 @@ func (b *bench) send(w *worker, at time.Time) {
 		resps = []*weirv1.DecideResponse{resp}
 	} else {
 		var resp *weirv1.DecideBatchResponse
-		resp, err = w.stub.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: reqs})
+		resp, err = w.stub.DecideBatch(ctx, w.batch)
 		resps = resp.GetResponses()
 		if err == nil && len(resps) != len(reqs) {
 			err = status.Errorf(codes.Internal, "%d responses for %d requests", len(resps), len(reqs))
@@ -326,13 +391,23 @@ func (b *bench) send(w *worker, at time.Time) {
 	w.tally.record(latency, resps, err)
 }
 
-func (b *bench) request(rng *rand.Rand) *weirv1.DecideRequest {
-	d := make(map[string]string, len(b.cfg.desc)+1)
-	maps.Copy(d, b.cfg.desc)
-	key := b.keys[0]
-	if b.cfg.hot == 0 || rng.Float64() >= b.cfg.hot {
-		key = b.keys[rng.IntN(len(b.keys))]
+// newBatch returns --batch requests carrying the fixed descriptors and the
+// cost; send sets each one's key.
+func (b *bench) newBatch() *weirv1.DecideBatchRequest {
+	reqs := make([]*weirv1.DecideRequest, b.cfg.batch)
+	for i := range reqs {
+		d := make(map[string]string, len(b.cfg.desc)+1)
+		maps.Copy(d, b.cfg.desc)
+		reqs[i] = &weirv1.DecideRequest{Descriptors: d, Cost: new(b.cfg.cost)}
 	}
-	d[b.cfg.keyDesc] = key
-	return &weirv1.DecideRequest{Descriptors: d, Cost: new(b.cfg.cost)}
+	return &weirv1.DecideBatchRequest{Requests: reqs}
+}
+
+// key picks a request's key: key-0 with probability --hot, otherwise one
+// of --keys uniformly.
+func (b *bench) key(rng *rand.Rand) string {
+	if b.cfg.hot == 0 || rng.Float64() >= b.cfg.hot {
+		return b.keys[rng.IntN(len(b.keys))]
+	}
+	return b.keys[0]
 }

@@ -63,6 +63,9 @@ type summary struct {
 	Arrivals        int64            `json:"arrivals,omitempty"` // open loop: scheduled
 	Dropped         int64            `json:"dropped"`            // open loop: never sent
 	Latency         latencySummary   `json:"latency_us"`         // per RPC
+	// ClosedLoop is the closed-loop run that --rate half measured first;
+	// Rate is then half its answered RPCs/s.
+	ClosedLoop *summary `json:"closed_loop,omitempty"`
 }
 
 // latencySummary is in microseconds.
@@ -126,9 +129,13 @@ func printSummary(w io.Writer, s *summary, asJSON bool) error {
 
 func formatSummary(s *summary) string {
 	var b strings.Builder
+	if c := s.ClosedLoop; c != nil {
+		b.WriteString(formatSummary(c))
+		fmt.Fprintf(&b, "\nthen at half the %.1f RPCs/s answered above:\n", c.DecisionsPerSec/float64(c.Batch))
+	}
 	load := fmt.Sprintf("closed loop, %d workers", s.Workers)
 	if s.Mode == "open" {
-		load = fmt.Sprintf("open loop at %g/s, at most %d in flight", s.Rate, s.Workers)
+		load = fmt.Sprintf("open loop at %.6g/s, at most %d in flight", s.Rate, s.Workers)
 	}
 	fmt.Fprintf(&b, "%s, %d connections, batch %d\n", load, s.Conns, s.Batch)
 	fmt.Fprintf(&b, "measured    %.2fs (after %gs warmup)\n", s.Elapsed, s.Warmup)

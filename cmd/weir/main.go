@@ -6,7 +6,7 @@
 //	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]
 //	weir policy check FILE
 //	weir policy import-envoy CONFIG.yaml... > policy.yaml
-//	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R]
+//	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R|half]
 //	           [--duration D] [--warmup D] [--keys N] [--hot SHARE] [--batch N]
 //	           [--desc NAME=VALUE]... [--key-desc NAME] [--cost N] [--conns N]
 //	           [--timeout D] [--json]
