@@ -41,7 +41,10 @@ func TestNode_redisPausedThenKilled_failurePolicyAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	const redisTimeout = 30 * time.Millisecond
-	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", path, "--redis-timeout", redisTimeout.String())
+	// --freeze-limit is far above any scheduling gap a loaded machine shows:
+	// this test is about Redis outages, and a node that thinks it was frozen
+	// answers its fast keys with a "thawing" fallback.
+	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", path, "--redis-timeout", redisTimeout.String(), "--freeze-limit", "1m")
 	// With Redis healthy each strict limit is decided by Redis. A call may
 	// still overrun the 30ms timeout on a loaded machine and fall back, so
 	// each waits for its first answer from Redis.
@@ -126,17 +129,17 @@ func TestNode_redisPausedThenKilled_failurePolicyAndRecovery(t *testing.T) {
 // checkOutageLatency checks that calls made while Redis does not answer
 // wait for the Redis timeout, not for Redis. The median, which a few calls
 // descheduled on a loaded machine (the race detector makes 5-10x slower
-// calls) do not move, stays within the timeout plus 100ms: calls that
-// waited on Redis as a rule would show there. The slowest call stays under
-// a second plus the timeout, far below the 5s client deadline a call that
-// waited on the stopped Redis would run into.
+// calls) do not move, stays within the timeout plus 500ms; the slowest
+// call within the timeout plus two seconds. Both rule out calls bounded by
+// go-redis's own defaults (3s reads, 5s dials) or by the 5s client
+// deadline, which is what waiting on the stopped Redis looks like.
 func checkOutageLatency(t *testing.T, lat []time.Duration, redisTimeout time.Duration) {
 	t.Helper()
 	slices.Sort(lat)
-	if median, bound := lat[len(lat)/2], redisTimeout+100*time.Millisecond; median > bound {
+	if median, bound := lat[len(lat)/2], redisTimeout+500*time.Millisecond; median > bound {
 		t.Fatalf("median latency %s during the outage exceeds the Redis timeout plus margin (%s)", median, bound)
 	}
-	if slowest, bound := lat[len(lat)-1], redisTimeout+time.Second; slowest > bound {
-		t.Fatalf("slowest call %s during the outage exceeds the Redis timeout plus a second (%s)", slowest, bound)
+	if slowest, bound := lat[len(lat)-1], redisTimeout+2*time.Second; slowest > bound {
+		t.Fatalf("slowest call %s during the outage exceeds the Redis timeout plus two seconds (%s)", slowest, bound)
 	}
 }
