@@ -39,7 +39,14 @@ type result struct {
 	errors    int64
 	window    time.Duration
 	latencies []time.Duration // sorted, one per answered decision
+	// spans holds each admission's [sent, reply] interval, sorted by
+	// sent, on a one-key workload only (it measures one key's bound).
+	spans []span
 }
+
+// span is when one admitted decision was sent and answered: it was decided
+// somewhere in between.
+type span struct{ sent, reply time.Time }
 
 // rate is decisions per second of measured time.
 func (r result) rate() float64 {
@@ -61,8 +68,34 @@ func (r result) quantile(q float64) time.Duration {
 
 // bound is the most an exact limiter of limitPerSecond, burst limitBurst
 // may admit on one key over the run's window: B + W/T.
-func (r result) bound() float64 {
-	return limitBurst + r.window.Seconds()*limitPerSecond
+func (r result) bound() float64 { return boundIn(r.window) }
+
+// maxAdmittedIn returns the most admissions certainly decided within one
+// window of length w: the largest number of spans that fit inside
+// [t, t+w] for some t. It is a lower bound on the true figure, so a value
+// above B + w/T proves over-admission.
+func (r result) maxAdmittedIn(w time.Duration) int {
+	best := 0
+	for i, start := range r.spans { // sorted by sent: later spans start later
+		n := 0
+		end := start.sent.Add(w)
+		for _, s := range r.spans[i:] {
+			if s.sent.After(end) {
+				break
+			}
+			if !s.reply.After(end) {
+				n++
+			}
+		}
+		best = max(best, n)
+	}
+	return best
+}
+
+// boundIn is B + w/T, the most an exact limiter admits on one key in any
+// window of length w.
+func boundIn(w time.Duration) float64 {
+	return limitBurst + w.Seconds()*limitPerSecond
 }
 
 // tally is one worker's private count; merged after the run.
@@ -70,6 +103,8 @@ type tally struct {
 	decisions, admitted, errors int64
 	lastReply                   time.Time
 	latencies                   []time.Duration
+	spans                       []span // admissions, when keepSpans
+	keepSpans                   bool
 }
 
 // runLoad drives deciders (worker i uses deciders[i%len]) with cfg.workers
@@ -89,7 +124,7 @@ func runLoad(ctx context.Context, cfg loadConfig, w workload, deciders []decider
 	tallies := make([]*tally, cfg.workers)
 	var wg sync.WaitGroup
 	for i := range tallies {
-		t := &tally{}
+		t := &tally{keepSpans: w.keys == 1}
 		tallies[i] = t
 		d := deciders[i%len(deciders)]
 		rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), uint64(i)))
@@ -121,6 +156,9 @@ func (t *tally) record(sent, measureFrom time.Time, allowed bool, err error) {
 	t.decisions++
 	if allowed {
 		t.admitted++
+		if t.keepSpans {
+			t.spans = append(t.spans, span{sent: sent, reply: now})
+		}
 	}
 	t.latencies = append(t.latencies, now.Sub(sent))
 	if now.After(t.lastReply) {
@@ -136,11 +174,13 @@ func merge(tallies []*tally, measureFrom time.Time) result {
 		r.admitted += t.admitted
 		r.errors += t.errors
 		r.latencies = append(r.latencies, t.latencies...)
+		r.spans = append(r.spans, t.spans...)
 		if t.lastReply.After(last) {
 			last = t.lastReply
 		}
 	}
 	slices.Sort(r.latencies)
+	slices.SortFunc(r.spans, func(a, b span) int { return a.sent.Compare(b.sent) })
 	r.window = last.Sub(measureFrom)
 	return r
 }

@@ -55,6 +55,9 @@ func TestRunLoad_countsOnlyAfterWarmup(t *testing.T) {
 	if r.admitted != r.decisions {
 		t.Errorf("admitted %d of %d decisions, the decider admitted all", r.admitted, r.decisions)
 	}
+	if len(r.spans) != 0 {
+		t.Errorf("%d spans kept on a workload of 50 keys", len(r.spans))
+	}
 	if int64(len(r.latencies)) != r.decisions {
 		t.Errorf("%d latencies for %d decisions", len(r.latencies), r.decisions)
 	}
@@ -82,6 +85,9 @@ func TestRunLoad_hotKeyAdmittedAgainstBound(t *testing.T) {
 
 	if r.admitted != 3 {
 		t.Errorf("admitted %d, want the 3 the decider allowed (no warm-up)", r.admitted)
+	}
+	if len(r.spans) != 3 || r.spans[0].reply.Before(r.spans[0].sent) {
+		t.Errorf("spans %v: want one [sent, reply] per admission", r.spans)
 	}
 	if len(d.keys) != 1 || d.keys["key-0"] == 0 {
 		t.Errorf("keys asked %v, want only key-0", d.keys)
@@ -121,5 +127,31 @@ func TestResult_quantile(t *testing.T) {
 	}
 	if got := (result{}).quantile(0.99); got != 0 {
 		t.Errorf("empty quantile = %v, want 0", got)
+	}
+}
+
+func TestResult_maxAdmittedIn(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(sentMs, replyMs int) span {
+		return span{sent: t0.Add(time.Duration(sentMs) * time.Millisecond), reply: t0.Add(time.Duration(replyMs) * time.Millisecond)}
+	}
+	r := result{spans: []span{
+		at(0, 1), at(100, 101), at(900, 999), // three inside [0, 1000]
+		at(950, 1100), // sent inside, answered after: not certain
+		at(1000, 1001), at(1500, 1501), at(1900, 1950), at(1950, 1951),
+	}}
+	// [950, 1950] holds 4 that were surely decided inside it: 1000, 1500,
+	// 1900 and 950..1100; [1000, 2000] holds 1000, 1500, 1900, 1950.
+	if got := r.maxAdmittedIn(time.Second); got != 4 {
+		t.Errorf("maxAdmittedIn(1s) = %d, want 4", got)
+	}
+	if got := r.maxAdmittedIn(10 * time.Second); got != len(r.spans) {
+		t.Errorf("maxAdmittedIn(10s) = %d, want all %d", got, len(r.spans))
+	}
+	if got := (result{}).maxAdmittedIn(time.Second); got != 0 {
+		t.Errorf("no spans: %d, want 0", got)
+	}
+	if got := boundIn(time.Second); got != limitBurst+limitPerSecond {
+		t.Errorf("boundIn(1s) = %v, want B + 1s/T = %d", got, limitBurst+limitPerSecond)
 	}
 }

@@ -30,7 +30,7 @@ func (r result) line(w workload) string {
 	s := fmt.Sprintf("%8.0f/s  p50 %-9v p99 %-9v errors %d  admitted %d",
 		r.rate(), round(r.quantile(0.5)), round(r.quantile(0.99)), r.errors, r.admitted)
 	if w.keys == 1 {
-		s += fmt.Sprintf(" of bound %.0f", r.bound())
+		s += fmt.Sprintf(" of bound %.0f; in 1s at most %d of bound %.0f", r.bound(), r.maxAdmittedIn(time.Second), boundIn(time.Second))
 	}
 	return s
 }
@@ -68,8 +68,8 @@ func (rs *runs) table(sys []system, cfg config, started time.Time) string {
 	fmt.Fprintf(&b, "Measured %s, %d runs each (median; every run in brackets), %d closed-loop workers over %d gRPC connections per node, %s measured after %s of warm-up, GOMAXPROCS %d on %d CPUs.\n\n",
 		started.Format("2006-01-02 15:04 UTC"), cfg.runs, cfg.load.workers, cfg.conns,
 		cfg.load.duration, cfg.load.warmup, runtime.GOMAXPROCS(0), runtime.NumCPU())
-	b.WriteString("| system | workload | decisions/s | p50 | p99 | admitted / bound B + W/T | errors |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(&b, "| system | workload | decisions/s | p50 | p99 | admitted / bound B + W/T over the run | most admitted in 1 s / bound %.0f | errors |\n", boundIn(time.Second))
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range sys {
 		for _, w := range allLoad {
 			r := rs.by[[2]string{s.name, w.name}]
@@ -79,17 +79,19 @@ func (rs *runs) table(sys []system, cfg config, started time.Time) string {
 			rates := figures(r, result.rate)
 			p50 := median(figures(r, func(x result) float64 { return float64(x.quantile(0.5)) }))
 			p99 := median(figures(r, func(x result) float64 { return float64(x.quantile(0.99)) }))
-			admitted := "—"
+			admitted, inSecond := "—", "—"
 			if w.keys == 1 {
+				most := figures(r, func(x result) float64 { return float64(x.maxAdmittedIn(time.Second)) })
+				inSecond = fmt.Sprintf("%.0f (%s)", median(most), joinFloats(most, "%.0f"))
 				admitted = fmt.Sprintf("%.0f / %.0f (%s)",
 					median(figures(r, func(x result) float64 { return float64(x.admitted) })),
 					median(figures(r, result.bound)),
 					joinFloats(figures(r, func(x result) float64 { return float64(x.admitted) }), "%.0f"))
 			}
 			errs := median(figures(r, func(x result) float64 { return float64(x.errors) }))
-			fmt.Fprintf(&b, "| %s | %s | %.0f (%s) | %v | %v | %s | %.0f |\n",
+			fmt.Fprintf(&b, "| %s | %s | %.0f (%s) | %v | %v | %s | %s | %.0f |\n",
 				s.name, w.name, median(rates), joinFloats(rates, "%.0f"),
-				round(time.Duration(p50)), round(time.Duration(p99)), admitted, errs)
+				round(time.Duration(p50)), round(time.Duration(p99)), admitted, inSecond, errs)
 		}
 	}
 	return b.String()

@@ -64,8 +64,8 @@ func TestRunsTable(t *testing.T) {
 	table := rs.table(sys, cfg, time.Date(2026, 12, 1, 11, 0, 0, 0, time.UTC))
 
 	for _, want := range []string{
-		"| s1 | " + spread.name + " | 2000 (1000, 3000) | 1ms | 2ms | — | 0 |",
-		"| s1 | " + hotKey.name + " | 600 (500, 700) | 1ms | 2ms | 110 / 110 (100, 120) | 0 |",
+		"| s1 | " + spread.name + " | 2000 (1000, 3000) | 1ms | 2ms | — | — | 0 |",
+		"| s1 | " + hotKey.name + " | 600 (500, 700) | 1ms | 2ms | 110 / 110 (100, 120) | 0 (0, 0) | 0 |",
 		"2026-12-01 11:00 UTC",
 	} {
 		if !strings.Contains(table, want) {
