@@ -65,7 +65,7 @@ func figures(rs []result, f func(result) float64) []float64 {
 // table renders the medians as the markdown that goes into the doc.
 func (rs *runs) table(sys []system, cfg config, started time.Time) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured %s, %d runs each (median; every run in brackets), %d closed-loop workers over %d gRPC connections per node, %s measured after %s of warm-up, GOMAXPROCS %d on %d CPUs.\n\n",
+	fmt.Fprintf(&b, "Measured %s; runs per row: %d (the median, every run in brackets); %d closed-loop workers over %d gRPC connections per node, %s measured after %s of warm-up, GOMAXPROCS %d on %d CPUs.\n\n",
 		started.Format("2006-01-02 15:04 UTC"), cfg.runs, cfg.load.workers, cfg.conns,
 		cfg.load.duration, cfg.load.warmup, runtime.GOMAXPROCS(0), runtime.NumCPU())
 	fmt.Fprintf(&b, "| system | workload | decisions/s | p50 | p99 | admitted / bound B + W/T over the run | most admitted in 1 s / bound %.0f | errors |\n", boundIn(time.Second))
