@@ -4,11 +4,13 @@
 //
 // It lives in its own module so that the peers' dependencies (gubernator
 // pulls in an old Kubernetes client, ratelimit its own go-control-plane)
-// never enter weir's go.mod. It builds every server itself: weir's node
-// from the repository (-repo), gubernator (v2.13.0) and ratelimit (the
-// pseudo-version in go.mod) from their published modules through this
-// module's `tool` lines, so it works from a clean clone with the module
-// proxy.
+// never enter weir's go.mod. It builds every server itself, so it works
+// from a clean clone with the module proxy: weir's node from the
+// repository (-repo); gubernator v2.13.0 from build/gubernator, its daemon
+// in a short main that names memberlist nodes (see there); ratelimit from
+// build/ratelimit, whose go.mod names the pseudo-version as a `tool`. Each
+// peer has its own go.mod there because, built in one module, ratelimit's
+// newer OpenTelemetry makes gubernator exit at start.
 //
 // What one run does, for each system and each workload:
 //
