@@ -36,6 +36,9 @@
 //
 //	go run . -repo ../.. -doc ../../docs/benchmarks.md
 //
-// The caller needs redis-server on PATH and two free cores for a fair
-// figure; every process is its own child and is killed when the run ends.
+// It runs on Linux only (gubernator's nodes listen on 127.0.0.2 and
+// 127.0.0.3, which Linux routes to loopback without setup). The caller
+// needs redis-server on PATH, and two otherwise idle cores for figures
+// worth quoting. Every server is a child process, stopped after its
+// system's round and killed if the bench dies.
 package main

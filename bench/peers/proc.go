@@ -50,6 +50,8 @@ func (ps *procs) start(name, bin string, args, env []string) (*proc, error) {
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.Dir = ps.dir
+	// Should the bench itself be killed, its servers go with it (Linux).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("peers: start %s: %w", name, err)
 	}
