@@ -73,6 +73,18 @@ chaos-hotkey:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./gcra/ ./redisbackend/
 
+# bench-peers builds weir's node, gubernator and envoyproxy/ratelimit (from
+# their published modules, in bench/peers/, a module of its own so their
+# dependencies stay out of go.mod), runs each on free loopback ports with the
+# same client and workloads, and rewrites the peers section of
+# docs/benchmarks.md. Needs redis-server; takes about 5 minutes plus the
+# first build. Not part of `make test` or CI. BENCH_PEERS_FLAGS passes
+# flags, e.g. BENCH_PEERS_FLAGS='-runs 3 -only weir'.
+BENCH_PEERS_FLAGS ?=
+.PHONY: bench-peers
+bench-peers: check-deps
+	cd bench/peers && $(GO) run . -repo ../.. -bin bin -doc ../../docs/benchmarks.md $(BENCH_PEERS_FLAGS)
+
 # FUZZ_TARGETS lists every fuzz target as package:Name. `make fuzz` runs
 # each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. Inputs that
 # fail are written under the package's testdata/fuzz/ and then replayed by

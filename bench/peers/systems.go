@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	guber "github.com/gubernator-io/gubernator/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// binaries are the built servers.
+type binaries struct{ node, gubernator, ratelimit string }
+
+// system is one thing measured: how to start it and how to ask it.
+type system struct {
+	name string
+	// start runs the system's processes in ps and returns the client
+	// addresses of its nodes once every one of them answers.
+	start      func(ctx context.Context, ps *procs, b binaries) ([]string, error)
+	newDecider func(grpc.ClientConnInterface) decider
+}
+
+// systems lists everything `make bench-peers` compares, in table order.
+func systems() []system {
+	guberDefault := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_BATCHING) }
+	guberGlobal := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_GLOBAL) }
+	return []system{
+		{name: "weir, 1 node, embedded", start: startWeir(1, false), newDecider: newRLSDecider},
+		{name: "weir, 3 nodes, Redis", start: startWeir(3, true), newDecider: newRLSDecider},
+		{name: "gubernator, 1 node", start: startGubernator(1), newDecider: guberDefault},
+		{name: "gubernator, 3 nodes", start: startGubernator(3), newDecider: guberDefault},
+		{name: "gubernator, 3 nodes, GLOBAL", start: startGubernator(3), newDecider: guberGlobal},
+		{name: "envoyproxy/ratelimit, Redis", start: startRatelimit, newDecider: newRLSDecider},
+	}
+}
+
+// weirPolicy is the one limit, answering Envoy's domain rlsDomain.
+var weirPolicy = fmt.Sprintf(`version: bench-peers
+limits:
+  - name: bench-key
+    domain: %s
+    match: [%s]
+    rate: %d/s
+    burst: %d
+`, rlsDomain, rlsKey, limitPerSecond, limitBurst)
+
+// startWeir starts n weir nodes (gossiping with each other when n > 1) and,
+// with redis, one redis-server they all use.
+func startWeir(n int, redis bool) func(context.Context, *procs, binaries) ([]string, error) {
+	return func(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+		policy := filepath.Join(ps.dir, "weir-policy.yaml")
+		if err := os.WriteFile(policy, []byte(weirPolicy), 0o600); err != nil {
+			return nil, fmt.Errorf("peers: %w", err)
+		}
+		var redisAddr string
+		if redis {
+			var err error
+			if redisAddr, err = startRedis(ctx, ps, "weir-redis"); err != nil {
+				return nil, err
+			}
+		}
+		addrs, err := freeAddrs(5 * n) // grpc, http, peer, admin, gossip per node
+		if err != nil {
+			return nil, err
+		}
+		grpcAddrs := make([]string, n)
+		var nodes []*proc
+		for i := range n {
+			a := addrs[5*i : 5*i+5]
+			grpcAddrs[i] = a[0]
+			args := []string{
+				"--node-name", "n" + strconv.Itoa(i), "--policy", policy, "--log-level", "warn",
+				"--grpc-addr", a[0], "--http-addr", a[1], "--peer-addr", a[2], "--admin-addr", a[3],
+			}
+			if n > 1 {
+				args = append(args, "--gossip-addr", a[4])
+				if i > 0 {
+					args = append(args, "--join", addrs[4])
+				}
+			}
+			if redis {
+				args = append(args, "--redis-addr", redisAddr)
+			}
+			p, err := ps.start("weir-n"+strconv.Itoa(i), b.node, args, nil)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, p)
+		}
+		for i, p := range nodes {
+			httpAddr, adminAddr := addrs[5*i+1], addrs[5*i+3]
+			if err := waitFor(ctx, p, "ready with all members", func(ctx context.Context) error {
+				return weirReady(ctx, httpAddr, adminAddr, n)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		return grpcAddrs, probe(ctx, nodes, grpcAddrs, newRLSDecider)
+	}
+}
+
+// weirReady checks a node's /readyz and that its admin status lists n
+// members.
+func weirReady(ctx context.Context, httpAddr, adminAddr string, n int) error {
+	if err := httpGet(ctx, "http://"+httpAddr+"/readyz", nil); err != nil {
+		return err
+	}
+	var st struct {
+		Members []string `json:"members"`
+	}
+	if err := httpGet(ctx, "http://"+adminAddr+"/admin/status", &st); err != nil {
+		return err
+	}
+	if len(st.Members) != n {
+		return fmt.Errorf("%d members %v, want %d", len(st.Members), st.Members, n)
+	}
+	return nil
+}
+
+// httpGet expects 200 and decodes the JSON body into out unless out is nil.
+func httpGet(ctx context.Context, url string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// startGubernator starts n gubernator daemons that find each other through
+// memberlist (node 0 is every node's known node). Node i listens on
+// loopback address 127.0.0.(i+1): v2.13.0 keeps its memberlist peers by IP,
+// so daemons sharing one IP replace each other in its peer list.
+func startGubernator(n int) func(context.Context, *procs, binaries) ([]string, error) {
+	return func(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+		var addrs []string // grpc, http, memberlist per node
+		for i := range n {
+			a, err := freeAddrsOn("127.0.0."+strconv.Itoa(i+1), 3)
+			if err != nil {
+				return nil, err
+			}
+			addrs = append(addrs, a...)
+		}
+		grpcAddrs := make([]string, n)
+		var nodes []*proc
+		for i := range n {
+			a := addrs[3*i : 3*i+3]
+			grpcAddrs[i] = a[0]
+			env := []string{
+				"GUBER_INSTANCE_ID=g" + strconv.Itoa(i),
+				"GUBER_GRPC_ADDRESS=" + a[0], "GUBER_ADVERTISE_ADDRESS=" + a[0],
+				"GUBER_HTTP_ADDRESS=" + a[1],
+				"GUBER_PEER_DISCOVERY_TYPE=member-list",
+				// Without a bind address memberlist listens on :7946.
+				"GUBER_MEMBERLIST_ADDRESS=" + a[2], "GUBER_MEMBERLIST_BIND_ADDRESS=" + a[2],
+				"GUBER_MEMBERLIST_KNOWN_NODES=" + addrs[2],
+				"GUBER_LOG_LEVEL=warn",
+				// No collector here: otherwise it retries sending traces.
+				"OTEL_TRACES_EXPORTER=none",
+			}
+			p, err := ps.start("gubernator-"+strconv.Itoa(i), b.gubernator, nil, env)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, p)
+		}
+		for i, p := range nodes {
+			if err := waitFor(ctx, p, "healthy with all peers", func(ctx context.Context) error {
+				return guberHealthy(ctx, grpcAddrs[i], n)
+			}); err != nil {
+				return nil, err
+			}
+		}
+		return grpcAddrs, probe(ctx, nodes, grpcAddrs, func(cc grpc.ClientConnInterface) decider {
+			return newGuberDecider(cc, guber.Behavior_BATCHING)
+		})
+	}
+}
+
+func guberHealthy(ctx context.Context, addr string, n int) error {
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	resp, err := guber.NewV1Client(cc).HealthCheck(ctx, &guber.HealthCheckReq{})
+	if err != nil {
+		return err
+	}
+	if resp.GetStatus() != "healthy" || int(resp.GetPeerCount()) != n {
+		return fmt.Errorf("status %q (%s), %d peers, want %d", resp.GetStatus(), resp.GetMessage(), resp.GetPeerCount(), n)
+	}
+	return nil
+}
+
+// ratelimitConfig is the nearest envoyproxy/ratelimit has to 100/s burst
+// 10: a fixed window of 100 per second (it has no burst setting).
+var ratelimitConfig = fmt.Sprintf(`domain: %s
+descriptors:
+  - key: %s
+    rate_limit:
+      unit: second
+      requests_per_unit: %d
+`, rlsDomain, rlsKey, limitPerSecond)
+
+// startRatelimit starts one redis-server and one envoyproxy/ratelimit on it.
+func startRatelimit(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+	cfgDir := filepath.Join(ps.dir, "runtime", "ratelimit", "config")
+	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
+		return nil, fmt.Errorf("peers: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfgDir, "bench.yaml"), []byte(ratelimitConfig), 0o600); err != nil {
+		return nil, fmt.Errorf("peers: %w", err)
+	}
+	redisAddr, err := startRedis(ctx, ps, "ratelimit-redis")
+	if err != nil {
+		return nil, err
+	}
+	addrs, err := freeAddrs(3) // grpc, http, debug
+	if err != nil {
+		return nil, err
+	}
+	env := []string{
+		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(addrs[0]),
+		"HOST=127.0.0.1", "PORT=" + port(addrs[1]),
+		"DEBUG_HOST=127.0.0.1", "DEBUG_PORT=" + port(addrs[2]),
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL=" + redisAddr,
+		"USE_STATSD=false", "LOG_LEVEL=warn",
+		"RUNTIME_ROOT=" + filepath.Join(ps.dir, "runtime"), "RUNTIME_SUBDIRECTORY=ratelimit",
+		"RUNTIME_WATCH_ROOT=false",
+	}
+	p, err := ps.start("ratelimit", b.ratelimit, nil, env)
+	if err != nil {
+		return nil, err
+	}
+	return addrs[:1], probe(ctx, []*proc{p}, addrs[:1], newRLSDecider)
+}
+
+// probe waits until every node answers one decision on a key the workloads
+// never use, so a system that listens but cannot decide yet (no policy, no
+// Redis connection) is not measured.
+func probe(ctx context.Context, nodes []*proc, addrs []string, newDecider func(grpc.ClientConnInterface) decider) error {
+	for i, addr := range addrs {
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("peers: dial %s: %w", addr, err)
+		}
+		d := newDecider(cc)
+		err = waitFor(ctx, nodes[i], "a decision", func(ctx context.Context) error {
+			_, err := d.decide(ctx, "probe-"+strings.ReplaceAll(addr, ":", "-"))
+			return err
+		})
+		cc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
