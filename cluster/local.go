@@ -71,7 +71,12 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 			return gcra.Result{}, err
 		}
 	}
-	agg, err := c.deps.Mem.DecideAt(ctx, epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
+	limits, ok, release := c.regionLimits(epoch, r)
+	defer release()
+	if !ok {
+		return c.shareDenied(r, out), nil
+	}
+	agg, err := c.deps.Mem.DecideAt(ctx, epoch, r.Group, r.Keys, limits, r.Cost, r.Now, out)
 	if errors.Is(err, memstore.ErrFull) {
 		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
 	}
@@ -79,7 +84,7 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 		return agg, err
 	}
 	for i, k := range r.Keys {
-		if c.mustPersist(out[i].TAT, r.Now, r.Limits[i].Interval) {
+		if c.mustPersist(out[i].TAT, r.Now, limits[i].Interval) {
 			c.deps.WriteBehind.Mark(k, out[i].TAT)
 		}
 	}
