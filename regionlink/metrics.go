@@ -110,4 +110,3 @@ func label(name string) string {
 }
 
 var _ prometheus.Collector = (*metrics)(nil)
-

@@ -21,6 +21,7 @@ import (
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/regionlink"
 	"github.com/weirhq/weir/server"
 	"github.com/weirhq/weir/shadow"
 )
@@ -43,14 +44,17 @@ type node struct {
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
-	name     string                 // --node-name
-	closers  []func() error
-	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
-	failed   chan error
-	shutOnce sync.Once
-	mu       struct {
+	region   *regionlink.Link       // nil without --region-peers: region.go
+	// regionOwners lets region bind to the cluster built after it.
+	regionOwners *lazyOwners
+	name         string // --node-name
+	closers      []func() error
+	sweepers     []func(now int64) int // rested-key sweeps, run every --sweep-interval
+	cancel       context.CancelFunc
+	bg           sync.WaitGroup
+	failed       chan error
+	shutOnce     sync.Once
+	mu           struct {
 		sync.Mutex
 		peers map[string]string // member name -> peer address, as last applied
 	}
@@ -78,11 +82,18 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := n.openRegions(cfg, policies, reg); err != nil {
+		return nil, err
+	}
 	st, err := n.openState(bgCtx, cfg, reg)
 	if err != nil {
 		return nil, err
 	}
 	n.state = st
+	if n.region != nil {
+		n.regionOwners.c.Store(st.cluster)
+		n.goBackground(func() error { return n.region.Run(bgCtx) })
+	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
 	}
@@ -165,6 +176,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
 	peer.Register(n.peerGRPC, ph)
+	if n.region != nil {
+		regionlink.Register(n.peerGRPC, n.region) // node-to-node only, never n.grpc
+	}
 	envoyrls.Register(n.grpc, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
