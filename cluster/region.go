@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"slices"
+
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 )
@@ -11,6 +13,10 @@ import (
 type Regions interface {
 	Enforce(epoch uint64, group string, keys []string, limits []gcra.Limit, cost, now int64,
 		rescale func(key string, f func(tat int64) int64)) (out []gcra.Limit, ok bool, release func())
+	// StrictLimits returns a copy of limits with each global key's limit
+	// cut to a fixed part of it: a strict key's TAT lives in Redis, where
+	// it cannot be rescaled with a share that moves.
+	StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool)
 }
 
 // regionLimits returns the limits to decide r at as its owner at epoch:
@@ -24,6 +30,15 @@ func (c *Cluster) regionLimits(epoch uint64, r *limiter.StoreRequest) (limits []
 	return c.deps.Regions.Enforce(epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, func(key string, f func(int64) int64) {
 		c.deps.Mem.UpdateAt(epoch, r.Group, key, r.Now, f)
 	})
+}
+
+// strictRegionLimits is regionLimits for a strict r: a copy of its limits,
+// global keys cut to their region's fixed part.
+func (c *Cluster) strictRegionLimits(r *limiter.StoreRequest) ([]gcra.Limit, bool) {
+	if c.deps.Regions == nil {
+		return slices.Clone(r.Limits), true
+	}
+	return c.deps.Regions.StrictLimits(r.Keys, r.Limits)
 }
 
 // shareDenied is the answer when a global key's regional share admits

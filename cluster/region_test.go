@@ -34,6 +34,14 @@ func (r *fakeRegions) Enforce(_ uint64, _ string, keys []string, _ []gcra.Limit,
 	return out, r.ok, func() { r.released++ }
 }
 
+func (r *fakeRegions) StrictLimits(keys []string, _ []gcra.Limit) ([]gcra.Limit, bool) {
+	out := make([]gcra.Limit, len(keys))
+	for i := range out {
+		out[i] = r.limit
+	}
+	return out, r.ok
+}
+
 func newRegionCluster(t *testing.T, regions Regions) (*Cluster, *memstore.Store) {
 	t.Helper()
 	rg, err := ring.New(ring.DefaultConfig())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -129,6 +130,29 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 		return nil, err
 	}
 	return l, nil
+}
+
+// StrictLimits returns a copy of limits with every global key's limit cut
+// to a fixed equal part of it (1/len(regions)): a strict key is decided by
+// its region's Redis, where its TAT cannot be rescaled as a share moves,
+// so it takes no part in the rebalancing. ok is false when that part
+// admits nothing (its burst rounds down to zero): deny the request.
+func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
+	out = slices.Clone(limits)
+	part := region.Whole / region.Share(len(l.cfg.Shares.Regions))
+	for i, k := range keys {
+		name, global := l.deps.Classify(k)
+		if !global {
+			continue
+		}
+		lim, valid := part.Limit(limits[i])
+		if !valid {
+			l.metrics.empty.WithLabelValues(name).Inc()
+			return nil, false
+		}
+		out[i] = lim
+	}
+	return out, true
 }
 
 // Enforce returns the limits to decide keys at, now, for a decision of

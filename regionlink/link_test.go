@@ -250,3 +250,18 @@ func TestLink_RingChanged_newlyOwnedKeysGetTheFloorForTTLPlusGrace(t *testing.T)
 		t.Fatalf("past TTL after the move: share %d, want %d", s, region.Whole-testShares().Floor)
 	}
 }
+
+func TestLink_StrictLimits_fixedEqualPartOfGlobalKeys(t *testing.T) {
+	n, clk := newNet(), &fakeClock{}
+	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
+	plain := gcra.Limit{Interval: 7, Burst: 3}
+	in := []gcra.Limit{g, plain}
+	out, ok := l.StrictLimits([]string{key("glob", "a"), key("plain", "a")}, in)
+	if !ok || out[0] != mustLimit(t, region.Whole/2) || out[1] != plain || in[0] != g {
+		t.Fatalf("strict limits %+v ok %v (input %+v); want half of the global one, the other untouched", out, ok, in)
+	}
+	tiny := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1} // half a unit rounds to none
+	if _, ok := l.StrictLimits([]string{key("glob", "a")}, []gcra.Limit{tiny}); ok {
+		t.Fatal("a part whose burst rounds to zero: ok, want a denial")
+	}
+}
