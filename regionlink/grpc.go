@@ -71,7 +71,11 @@ func NewClient(creds credentials.TransportCredentials) *Client {
 	return c
 }
 
-// Send sends r to the node at addr within ctx's deadline.
+// Send sends r to the node at addr within ctx's deadline. A call that
+// times out or finds the node unavailable closes the connection, so the
+// next one dials afresh: after a cut between regions heals, a connection
+// whose packets were dropped can stall for many seconds of TCP
+// retransmission backoff, and the grants would wait for it.
 func (c *Client) Send(ctx context.Context, addr string, r region.Report, forwarded bool) (region.Reply, error) {
 	conn, err := c.conn(addr)
 	if err != nil {
@@ -80,10 +84,23 @@ func (c *Client) Send(ctx context.Context, addr string, r region.Report, forward
 	req := reportToProto(r)
 	req.Forwarded = forwarded
 	resp, err := regionv1.NewRegionClient(conn).Report(ctx, req)
+	if code := status.Code(err); code == codes.DeadlineExceeded || code == codes.Unavailable {
+		c.drop(addr, conn)
+	}
 	if err != nil {
 		return region.Reply{}, err
 	}
 	return replyFromProto(resp), nil
+}
+
+// drop closes conn and forgets it, unless addr has a newer connection.
+func (c *Client) drop(addr string, conn *grpc.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.conns[addr] == conn {
+		delete(c.mu.conns, addr)
+		conn.Close()
+	}
 }
 
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
