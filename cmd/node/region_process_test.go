@@ -82,7 +82,10 @@ func (l *load) run(t *testing.T, nodes []*proc, tenant string, every time.Durati
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		// A generous deadline: under -race on a loaded machine a node is
+		// sometimes descheduled for over a second (it logs the freeze), and
+		// a call that timed out might have been admitted unseen.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		r, err := nodes[i%len(nodes)].client.Decide(ctx, &weirv1.DecideRequest{Descriptors: map[string]string{"tenant": tenant}, Cost: new(int64(1))})
 		cancel()
 		if err != nil {
