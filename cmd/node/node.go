@@ -44,17 +44,15 @@ type node struct {
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
-	region   *regionlink.Link       // nil without --region-peers: region.go
-	// regionOwners lets region bind to the cluster built after it.
-	regionOwners *lazyOwners
-	name         string // --node-name
-	closers      []func() error
-	sweepers     []func(now int64) int // rested-key sweeps, run every --sweep-interval
-	cancel       context.CancelFunc
-	bg           sync.WaitGroup
-	failed       chan error
-	shutOnce     sync.Once
-	mu           struct {
+	regional regionWiring           // global limits shared with other regions: region.go
+	name     string                 // --node-name
+	closers  []func() error
+	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+	failed   chan error
+	shutOnce sync.Once
+	mu       struct {
 		sync.Mutex
 		peers map[string]string // member name -> peer address, as last applied
 	}
@@ -90,9 +88,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.state = st
-	if n.region != nil {
-		n.regionOwners.c.Store(st.cluster)
-		n.goBackground(func() error { return n.region.Run(bgCtx) })
+	if l := n.regional.link; l != nil {
+		n.regional.owners.c.Store(st.cluster)
+		n.goBackground(func() error { return l.Run(bgCtx) })
 	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
@@ -176,8 +174,8 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	n.health = server.RegisterGRPC(n.grpc, lim, n.logger)
 	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
 	peer.Register(n.peerGRPC, ph)
-	if n.region != nil {
-		regionlink.Register(n.peerGRPC, n.region) // node-to-node only, never n.grpc
+	if n.regional.link != nil {
+		regionlink.Register(n.peerGRPC, n.regional.link) // node-to-node only, never n.grpc
 	}
 	envoyrls.Register(n.grpc, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()

@@ -101,8 +101,8 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 		}
 		return l.Name, l.Scope == policy.ScopeGlobal
 	}
-	n.regionOwners = &lazyOwners{}
-	n.region, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regionOwners, Sender: client, Classify: classify, Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.owners = &lazyOwners{}
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classify, Group: policy.GroupOfKey}, n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -114,17 +114,24 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 // regionsDep is what the cluster enforces global limits with: nil (not a
 // nil *Link in an interface) without regions.
 func (n *node) regionsDep() cluster.Regions {
-	if n.region == nil {
+	if n.regional.link == nil {
 		return nil
 	}
-	return n.region
+	return n.regional.link
 }
 
 // ringChanged tells the region link that ownership moved.
 func (n *node) ringChanged() {
-	if n.region != nil {
-		n.region.RingChanged()
+	if n.regional.link != nil {
+		n.regional.link.RingChanged()
 	}
+}
+
+// regionWiring is the node's region link (nil without --region-peers) and
+// the Owners it routes reports through, bound to the cluster once built.
+type regionWiring struct {
+	link   *regionlink.Link
+	owners *lazyOwners
 }
 
 // lazyOwners is regionlink.Owners for a cluster built after the link.
