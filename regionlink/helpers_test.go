@@ -95,13 +95,18 @@ func testShares() region.Config {
 // owner giving the address of each group's owner in its region.
 func newLink(t *testing.T, n *net, clk *fakeClock, regionName, addr string, owner func(string) string) *Link {
 	t.Helper()
+	return newLinkReg(t, n, clk, regionName, addr, owner, prometheus.NewRegistry())
+}
+
+func newLinkReg(t *testing.T, n *net, clk *fakeClock, regionName, addr string, owner func(string) string, reg prometheus.Registerer) *Link {
+	t.Helper()
 	peers := map[string]string{"eu": "eu-1", "us": "us-1"}
 	delete(peers, regionName)
 	cfg := DefaultConfig(regionName, addr, peers)
 	cfg.Shares = testShares()
 	cfg.CallTimeout = cfg.Shares.Interval
 	l, err := New(cfg, Deps{Owners: owners{self: addr, owner: owner}, Sender: n, Classify: classify, Group: group,
-		Clock: clk.now, FirstSeq: 1}, nil, prometheus.NewRegistry())
+		Clock: clk.now, FirstSeq: 1}, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
