@@ -58,8 +58,10 @@ type Deps struct {
 // Concurrency: the Member (this node's shares) and the Home (the ledger of
 // the keys homed in this region that this node owns) each sit behind their
 // own mutex; the keys' enforcement state is striped by group, and a
-// decision holds its group's stripe from Enforce until release, so a
-// share change and a decision of the same key never interleave.
+// decision holds its group's stripe from Enforce until release, reading
+// the share under it, so a share change and a decision of the same key
+// never interleave. Lock order: a stripe, then the Member; the Home's
+// mutex is never held with another.
 type Link struct {
 	cfg     Config
 	deps    Deps
@@ -184,6 +186,11 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 	if names == nil { // nothing global: the common case costs no lock
 		return limits, true, func() {}
 	}
+	st := &l.stripes[maphash.String(l.seed, group)%uint64(len(l.stripes))]
+	st.mu.Lock()
+	// The shares are read under the stripe, so that of two decisions of a
+	// key the later one never enforces an older share (lock order: stripe,
+	// then member).
 	mono := l.deps.Clock()
 	shares := make([]region.Share, len(keys))
 	l.memberMu.Lock()
@@ -193,8 +200,6 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 		}
 	}
 	l.memberMu.Unlock()
-	st := &l.stripes[maphash.String(l.seed, group)%uint64(len(l.stripes))]
-	st.mu.Lock()
 	out, ok = make([]gcra.Limit, len(limits)), true
 	copy(out, limits)
 	for i, k := range keys {
