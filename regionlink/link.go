@@ -61,7 +61,7 @@ type Deps struct {
 // decision holds its group's stripe from Enforce until release, reading
 // the share under it, so a share change and a decision of the same key
 // never interleave. Lock order: a stripe, then the Member; the Home's
-// mutex is never held with another.
+// mutex is never held with either.
 type Link struct {
 	cfg     Config
 	deps    Deps
