@@ -72,8 +72,8 @@ func (r regions) linkConfig(own, node string) (regionlink.Config, bool, error) {
 	if own == "" {
 		return regionlink.Config{}, false, errors.New("--region-peers needs --region: name this node's region")
 	}
-	if math.IsNaN(r.RegionFloor) || r.RegionFloor < 0 || r.RegionFloor >= 1 {
-		return regionlink.Config{}, false, fmt.Errorf("--region-floor %v must be in [0, 1)", r.RegionFloor)
+	if n := len(r.RegionPeers) + 1; math.IsNaN(r.RegionFloor) || r.RegionFloor < 0 || r.RegionFloor*float64(n) > 1 {
+		return regionlink.Config{}, false, fmt.Errorf("--region-floor %v: want at least 0 and at most 1/%d (%d regions each hold a floor)", r.RegionFloor, n, n)
 	}
 	cfg := regionlink.DefaultConfig(own, node, r.RegionPeers)
 	cfg.Shares.Floor = region.Share(math.Floor(r.RegionFloor * float64(region.Whole)))

@@ -42,7 +42,7 @@ func TestParseConfig_badRegionFlagsFailStartup(t *testing.T) {
 		{[]string{"--region", "eu", "--region-peers", "us"}, "want region=host:port"},
 		{[]string{"--region", "eu", "--region-peers", "us=u:1,us=v:1"}, "twice"},
 		{[]string{"--region", "eu", "--region-peers", "eu=u:1"}, "own region"},
-		{[]string{"--region", "eu", "--region-peers", "us=u:1", "--region-floor", "0.6"}, "floor"},
+		{[]string{"--region", "eu", "--region-peers", "us=u:1", "--region-floor", "0.6"}, "at most 1/2"},
 		{[]string{"--region", "eu", "--region-peers", "us=u:1", "--region-floor", "-0.1"}, "--region-floor"},
 		{[]string{"--region", "eu", "--region-peers", "us=u:1", "--region-ttl", "100ms"}, "ttl"},
 		{[]string{"--region", "eu", "--region-peers", "us=u:1", "--region-interval", "0s"}, "interval"},
