@@ -23,9 +23,9 @@ type Handler interface {
 var _ Handler = (*Link)(nil)
 
 // Register registers weir.region.v1.Region on s, answering with h. Register
-// it only on the node-to-node server (--peer-addr, mutual TLS), never on
-// the public one. Call it before s.Serve.
-func Register(s *grpc.Server, h Handler) {
+// it only on the node-to-node server (--peer-addr, mutual TLS), or a
+// registrar wrapping it, never on the public one. Call it before s.Serve.
+func Register(s grpc.ServiceRegistrar, h Handler) {
 	regionv1.RegisterRegionServer(s, &server{h: h})
 }
 
