@@ -28,7 +28,9 @@ func (c *Cluster) regionLimits(epoch uint64, r *limiter.StoreRequest) (limits []
 		return r.Limits, true, func() {}
 	}
 	return c.deps.Regions.Enforce(epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, func(key string, f func(int64) int64) {
-		c.deps.Mem.UpdateAt(epoch, r.Group, key, r.Now, f)
+		// A key dropped since epoch, or one with no room, is left alone:
+		// the decision that follows refuses it the same way.
+		_ = c.deps.Mem.UpdateAt(epoch, r.Group, key, r.Now, func(tat int64, _ bool) (int64, error) { return f(tat), nil })
 	})
 }
 
