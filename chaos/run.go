@@ -31,6 +31,10 @@ type Scenario struct {
 	Healthy, Fault, Recovery time.Duration
 	// Nodes, when not zero, replaces Options.Nodes.
 	Nodes int
+	// Regions, when not zero, splits the nodes into that many regions,
+	// each its own cluster with its own redis-server, sharing global
+	// limits (region.go).
+	Regions int
 	// Workload, when not nil, replaces the options' policy, classes and
 	// victim group for this scenario.
 	Workload *Workload
@@ -86,7 +90,7 @@ func FullSuite() []Scenario {
 		}
 		out = append(out, s)
 	}
-	return append(out, HotKeySuite()...)
+	return append(append(out, HotKeySuite()...), RegionSuite()...)
 }
 
 // GraySuite is the slow-not-dead scenarios: CPU starvation, a throttled
@@ -95,7 +99,7 @@ func FullSuite() []Scenario {
 func GraySuite() []Scenario {
 	var out []Scenario
 	for _, s := range FullSuite() {
-		if !slices.ContainsFunc(classicNemeses(), func(n Nemesis) bool { return n.Name == s.Name() }) {
+		if !slices.ContainsFunc(classicNemeses(), func(n Nemesis) bool { return n.Name == s.Name() }) && s.Regions == 0 {
 			out = append(out, s)
 		}
 	}
@@ -130,6 +134,8 @@ type Options struct {
 	Checker     checker.Config
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
+
+	regions int // Scenario.Regions
 }
 
 func (o *Options) defaults() error {
@@ -265,6 +271,7 @@ func (s Scenario) options(opts Options) Options {
 	if s.Nodes > 0 {
 		opts.Nodes = s.Nodes
 	}
+	opts.regions = s.Regions
 	if w := s.Workload; w != nil {
 		opts.Policy, opts.Classes = w.Policy, w.Classes
 		if w.VictimGroup != "" {

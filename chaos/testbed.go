@@ -81,6 +81,7 @@ type testbed struct {
 	events   *history.Writer
 	logf     func(format string, args ...any)
 	faultSeq int
+	regions  *regionBed // nil: one region (region.go)
 }
 
 // newTestbed builds the network and starts redis-server and n nodes, and
@@ -118,6 +119,9 @@ func newTestbed(ctx context.Context, dir string, opts Options, events *history.W
 	if err := tb.startRedis(ctx); err != nil {
 		return nil, err
 	}
+	if err := tb.splitRegions(ctx, opts.regions); err != nil {
+		return nil, err
+	}
 	for _, node := range tb.nodes {
 		if err := tb.startNode(node); err != nil {
 			return nil, err
@@ -141,20 +145,28 @@ func (tb *testbed) redisAddr() string {
 // SIGKILLed Redis comes back with every write it acknowledged: the chaos
 // suite tests weir, not Redis's durability settings.
 func (tb *testbed) startRedis(ctx context.Context) error {
-	data := filepath.Join(tb.dir, "redis")
+	p, err := tb.runRedis(ctx, tb.redis)
+	tb.redisP = p
+	return err
+}
+
+// runRedis starts redis-server on host h (data and log named after it)
+// and waits until it answers.
+func (tb *testbed) runRedis(ctx context.Context, h *netlab.Host) (*netlab.Proc, error) {
+	data := filepath.Join(tb.dir, h.Name())
 	if err := os.MkdirAll(data, 0o755); err != nil {
-		return err
+		return nil, err
 	}
-	cmd := tb.redis.Command("redis-server",
-		"--bind", tb.redis.IP(), "--port", strconv.Itoa(redisPort),
+	cmd := h.Command("redis-server",
+		"--bind", h.IP(), "--port", strconv.Itoa(redisPort),
 		"--protected-mode", "no", "--save", "", "--appendonly", "yes", "--appendfsync", "always",
 		"--dir", data, "--daemonize", "no")
-	p, err := tb.redis.Start(cmd, filepath.Join(tb.dir, "redis.log"))
+	p, err := h.Start(cmd, filepath.Join(tb.dir, h.Name()+".log"))
 	if err != nil {
-		return fmt.Errorf("start redis-server: %w", err)
+		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	tb.redisP = p
-	return waitUntil(ctx, 10*time.Second, "redis-server to answer PING", func() error { return ping(tb.redisAddr()) })
+	addr := net.JoinHostPort(h.IP(), strconv.Itoa(redisPort))
+	return p, waitUntil(ctx, 10*time.Second, "redis-server to answer PING", func() error { return ping(addr) })
 }
 
 // ping sends one Redis PING.
@@ -182,13 +194,13 @@ func ping(addr string) error {
 // the others, so any of them may come back first.
 func (tb *testbed) startNode(n *Node) error {
 	var join []string
-	for _, o := range tb.nodes {
+	for _, o := range tb.clusterOf(n) {
 		if o != n {
 			join = append(join, net.JoinHostPort(o.Host.IP(), strconv.Itoa(gossipPort)))
 		}
 	}
 	ip := n.Host.IP()
-	cmd := n.Host.Command(tb.nodeBin,
+	args := []string{
 		"--node-name", n.Name,
 		"--grpc-addr", net.JoinHostPort(ip, strconv.Itoa(grpcPort)),
 		"--http-addr", net.JoinHostPort(ip, strconv.Itoa(httpPort)),
@@ -197,9 +209,10 @@ func (tb *testbed) startNode(n *Node) error {
 		"--join", strings.Join(join, ","),
 		// The testbed's namespaces are an isolated network of its own.
 		"--insecure-peer", "--insecure-gossip",
-		"--redis-addr", tb.redisAddr(),
+		"--redis-addr", tb.redisAddrOf(n),
 		"--policy", tb.policy,
-		"--shutdown-timeout", "5s")
+		"--shutdown-timeout", "5s"}
+	cmd := n.Host.Command(tb.nodeBin, append(args, tb.regionArgs(n)...)...)
 	p, err := n.Host.Start(cmd, filepath.Join(tb.dir, n.Name+".log"))
 	if err != nil {
 		return fmt.Errorf("start %s: %w", n.Name, err)
@@ -238,8 +251,8 @@ func (tb *testbed) waitConverged(ctx context.Context, limit time.Duration) error
 			if err != nil {
 				return fmt.Errorf("%s: %w", n.Name, err)
 			}
-			if m != len(live) {
-				return fmt.Errorf("%s sees %d of %d members", n.Name, m, len(live))
+			if want := len(tb.sameCluster(n, live)); m != want {
+				return fmt.Errorf("%s sees %d of %d members", n.Name, m, want)
 			}
 		}
 		return nil

@@ -103,6 +103,9 @@ type Deps struct {
 	// Now is the clock freeze detection measures gaps on (see freeze.go);
 	// nil means time.Now. Tests pass a fake one.
 	Now func() time.Time
+	// Regions, if set, decides scope: global keys at this region's share
+	// of their limits (region.go); nil enforces every limit whole.
+	Regions Regions
 }
 
 // Cluster routes decisions to owners and decides for the groups it owns.

@@ -71,7 +71,12 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 			return gcra.Result{}, err
 		}
 	}
-	agg, err := c.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out, c.leaseAdjust(r.Group, r.Now))
+	limits, ok, release := c.regionLimits(epoch, r)
+	defer release()
+	if !ok {
+		return c.shareDenied(r, out), nil
+	}
+	agg, err := c.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, limits, r.Cost, r.Now, out, c.leaseAdjust(r.Group, r.Now))
 	if errors.Is(err, memstore.ErrFull) {
 		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
 	}
@@ -79,7 +84,7 @@ func (c *Cluster) decideOwned(ctx context.Context, epoch uint64, r *limiter.Stor
 		return agg, err
 	}
 	for i, k := range r.Keys {
-		if c.mustPersist(out[i].TAT, r.Now, r.Limits[i].Interval) {
+		if c.mustPersist(out[i].TAT, r.Now, limits[i].Interval) {
 			c.deps.WriteBehind.Mark(k, out[i].TAT)
 		}
 	}
@@ -150,6 +155,10 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest, epo
 // decideStrict decides r through the Redis script, batched with other
 // strict requests in flight. Redis's own clock decides (now = 0).
 func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out []gcra.Result) (gcra.Result, error) {
+	limits, ok := c.strictRegionLimits(r) // a copy
+	if !ok {
+		return c.shareDenied(r, out), nil
+	}
 	done, err := c.guard(redisBreaker)
 	if err != nil {
 		return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: err}
@@ -157,7 +166,7 @@ func (c *Cluster) decideStrict(ctx context.Context, r *limiter.StoreRequest, out
 	c.metrics.redisCommands.WithLabelValues("decide_strict").Inc()
 	// Copies: the queue may send the request after ctx ends and this
 	// returns, and the limiter reuses r (limiter.Store).
-	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost})
+	d, err := c.strict.do(ctx, redisbackend.DecideRequest{Keys: slices.Clone(r.Keys), Limits: limits, Cost: r.Cost})
 	done(blame(ctx, err)) // a full queue counts too: Redis is not keeping up
 	if err != nil {
 		if ctx.Err() != nil {

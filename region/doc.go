@@ -44,9 +44,11 @@
 //
 // The caller's duties: give every process a reporter name of its own and
 // reports numbered above any it sent before a restart ([NewMember]); call
-// [Home.Adopt] when a key's home moves to this process; run every region
-// with the same Config; call [Home.Sweep] every few TTLs. A share whose
-// burst rounds down to zero units admits nothing ([Share.Limit] says so).
-// docs/regions.md has the protocol, the invariant and why it holds, what a
-// cut-off costs, the simulator's figures and the wiring plan.
+// [Home.Adopt] when a key's home moves to this process, or [Home.Moved]
+// after a change of ownership among the home region's processes; run every
+// region with the same Config; call [Home.Sweep] every few TTLs. A share
+// whose burst rounds down to zero units admits nothing ([Share.Limit] says
+// so). Package regionlink runs both sides in a weir node. docs/regions.md
+// has the protocol, the invariant and why it holds, what a cut-off costs,
+// the simulator's figures and how a node runs it.
 package region

@@ -27,6 +27,9 @@ type Home struct {
 	cfg   Config
 	name  string
 	quiet int64 // no grant above the floor before this (restart)
+	// moved: no grant above the floor before this for a key first seen
+	// after the last Moved (it may have been granted by another process).
+	moved int64
 	keys  map[string]*ledger
 }
 
@@ -79,10 +82,25 @@ func (h *Home) Adopt(key string, now int64) {
 	h.ledger(key).quiet = now + h.cfg.ttl() + h.cfg.grace()
 }
 
+// Moved tells the home that ownership of keys changed at now (a ring
+// change in its region): it forgets every key for which keep(key) is false
+// (no longer this process's), and a key it does not remember may have been
+// granted by the process that held it before, so such a key, once
+// reported, is granted nothing above the floors until TTL + Grace after
+// now, as after Adopt. Keys it keeps are unaffected.
+func (h *Home) Moved(now int64, keep func(key string) bool) {
+	for k := range h.keys {
+		if !keep(k) {
+			delete(h.keys, k)
+		}
+	}
+	h.moved = now + h.cfg.ttl() + h.cfg.grace()
+}
+
 func (h *Home) ledger(key string) *ledger {
 	l := h.keys[key]
 	if l == nil {
-		l = &ledger{regions: make(map[string]*account)}
+		l = &ledger{quiet: h.moved, regions: make(map[string]*account)}
 		h.keys[key] = l
 	}
 	return l
@@ -122,6 +140,11 @@ func (h *Home) Handle(now int64, r Report) (Reply, error) {
 	}
 	return rep, nil
 }
+
+// Check returns the error Handle would return for r, without changing
+// anything. It reads only the home's configuration, so unlike the other
+// methods it is safe to call concurrently with them.
+func (h *Home) Check(r Report) error { return h.check(r) }
 
 func (h *Home) check(r Report) error {
 	switch {

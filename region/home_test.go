@@ -195,3 +195,54 @@ func TestNewHome_rejectsAStranger(t *testing.T) {
 		t.Fatalf("error %v, want ErrInvalidConfig", err)
 	}
 }
+
+func TestHome_Moved_quietForKeysItDidNotKeep(t *testing.T) {
+	cfg := testConfig()
+	ks := keysHomedIn(t, cfg, "eu", 2)
+	kept, lost := ks[0], ks[1]
+	start := cfg.TTL.Nanoseconds() // past the start-up quiet period
+	h, err := NewHome(cfg, "eu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Whole - cfg.Floor // us alone asks: it gets all but eu's floor
+	if s := mustHandle(t, h, start, report("us", 1, "eu", kept, 0.5, 0)); s != want {
+		t.Fatalf("grant before the move = %d, want %d", s, want)
+	}
+	mustHandle(t, h, start, report("us", 2, "eu", lost, 0.5, 0))
+	moved := start + sec
+	h.Moved(moved, func(k string) bool { return k == kept })
+	if h.Keys() != 1 {
+		t.Fatalf("keys after Moved = %d, want 1 (the lost key forgotten)", h.Keys())
+	}
+	quietEnd := moved + cfg.TTL.Nanoseconds() + cfg.Grace.Nanoseconds()
+	// The kept key goes on being granted; the lost key, back again, and a
+	// key never seen are held to the floor until TTL + Grace after Moved.
+	if s := mustHandle(t, h, moved, report("us", 3, "eu", kept, 0.5, 1)); s != want {
+		t.Errorf("kept key's grant after the move = %d, want %d", s, want)
+	}
+	if s := mustHandle(t, h, quietEnd-1, report("us", 4, "eu", lost, 0.5, 0)); s != cfg.Floor {
+		t.Errorf("returned key's grant 1ns before the quiet end = %d, want the floor %d", s, cfg.Floor)
+	}
+	if s := mustHandle(t, h, quietEnd, report("us", 5, "eu", lost, 0.5, 4)); s != want {
+		t.Errorf("returned key's grant at the quiet end = %d, want %d", s, want)
+	}
+}
+
+func TestHome_Check_matchesHandle(t *testing.T) {
+	cfg := testConfig()
+	h, err := NewHome(cfg, "eu", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := report("us", 1, "eu", keyHomedIn(t, cfg, "us"), 0.5, 0)
+	if err := h.Check(bad); !errors.Is(err, ErrInvalidReport) {
+		t.Fatalf("Check(key homed elsewhere) = %v, want ErrInvalidReport", err)
+	}
+	if err := h.Check(report("us", 1, "eu", keyHomedIn(t, cfg, "eu"), 0.5, 0)); err != nil {
+		t.Fatalf("Check(valid) = %v", err)
+	}
+	if h.Keys() != 0 {
+		t.Fatalf("Check changed the home: %d keys", h.Keys())
+	}
+}

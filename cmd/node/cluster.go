@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,7 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 	self := map[string]string{cfg.NodeName: n.peerAddr()}
 	if cfg.GossipAddr == "" {
 		n.state.cluster.SetMembers(ctx, self)
+		n.ringChanged()
 		return nil
 	}
 	mcfg := membership.DefaultConfig()
@@ -89,9 +91,13 @@ func (n *node) applyMembers(ctx context.Context) {
 			n.state.breakers.Forget(addr)
 		}
 	}
+	changed := !maps.Equal(n.mu.peers, live)
 	n.mu.peers = live
 	n.mu.Unlock()
 	n.state.cluster.SetMembersFailed(ctx, live, n.members.Failed())
+	if changed {
+		n.ringChanged()
+	}
 }
 
 // leaveCluster hands this node's groups off: every pending TAT goes to

@@ -33,7 +33,8 @@ type config struct {
 	ForwardTimeout time.Duration
 	FreezeLimit    time.Duration
 
-	security // listener exposure and TLS: security.go
+	security         // listener exposure and TLS: security.go
+	regions  regions // global limits shared with other regions: region.go
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
@@ -67,10 +68,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
 	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
-	str(&c.Region, "region", "", "this node's region, carried in membership metadata")
+	str(&c.Region, "region", "", "this node's region, carried in membership metadata; with --region-peers, the region whose share of global limits this node enforces")
 	dur(&c.ForwardTimeout, "forward-timeout", time.Second, "ceiling on one forward to a group's owner; a forward normally ends sooner, at the caller's deadline less a reserve (see docs/architecture.md, Slow is not dead)")
 	dur(&c.FreezeLimit, "freeze-limit", time.Second, "a node unscheduled longer than this (SIGSTOP, VM pause) reloads its state from Redis before deciding again; keep it below gossip failure detection")
 	c.security.flags(fs, str, env.boolean)
+	c.regions.flags(fs, str, dur, env.apply)
 	if err := env.err(); err != nil {
 		return config{}, err
 	}
@@ -84,6 +86,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return config{}, err
 	}
 	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
+	if err := c.regions.parse(); err != nil {
+		return config{}, err
+	}
 	return c, c.validate()
 }
 
@@ -114,6 +119,9 @@ func (c config) validate() error {
 		errs = append(errs, errors.New("--join needs --gossip-addr: name the IP:port to gossip on (binding every interface is no longer implied)"))
 	}
 	errs = append(errs, c.security.validate(c.GossipAddr, c.AdvertiseAddr)...)
+	if _, _, err := c.regions.linkConfig(c.Region, c.NodeName); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

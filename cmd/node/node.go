@@ -22,6 +22,7 @@ import (
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/regionlink"
 	"github.com/weirhq/weir/server"
 	"github.com/weirhq/weir/shadow"
 )
@@ -44,6 +45,7 @@ type node struct {
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
+	regional regionWiring           // global limits shared with other regions: region.go
 	name     string                 // --node-name
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
@@ -79,6 +81,9 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := n.openRegions(cfg, policies, reg); err != nil {
+		return nil, err
+	}
 	st, err := n.openState(bgCtx, cfg, reg)
 	if err != nil {
 		return nil, err
@@ -86,6 +91,10 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	n.state = st
 	if err := n.enableLeases(bgCtx, cfg, st, policies, reg); err != nil {
 		return nil, err
+	}
+	if l := n.regional.link; l != nil {
+		n.regional.owners.c.Store(st.cluster)
+		n.goBackground(func() error { return l.Run(bgCtx) })
 	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
@@ -173,7 +182,11 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	public := grpclimit.Gate(n.grpc, budget, int(maxGRPCMessage()))
 	n.health = server.RegisterGRPC(public, lim, n.logger, server.WithTopology(n.topology(lim)))
 	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
-	peer.Register(grpclimit.Gate(n.peerGRPC, budget, int(maxGRPCMessage())), ph)
+	peerGated := grpclimit.Gate(n.peerGRPC, budget, int(maxGRPCMessage()))
+	peer.Register(peerGated, ph)
+	if n.regional.link != nil {
+		regionlink.Register(peerGated, n.regional.link) // node-to-node only, never the public server
+	}
 	envoyrls.Register(public, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns

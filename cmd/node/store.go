@@ -53,7 +53,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		return nil, err
 	}
 	st.breakers = breakers
-	deps := cluster.Deps{Mem: mem, Breakers: breakers}
+	deps := cluster.Deps{Mem: mem, Breakers: breakers, Regions: n.regionsDep()}
 	if cfg.RedisAddr != "" || len(cfg.RedisCluster) > 0 {
 		b, wb, clock, err := n.openRedis(ctx, cfg, reg)
 		if err != nil {

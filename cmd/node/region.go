@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/region"
+	"github.com/weirhq/weir/regionlink"
+)
+
+// regions is the part of the configuration that shares scope: global
+// limits with other regions (docs/regions.md). With no --region-peers the
+// node enforces every limit whole, as a single region.
+type regions struct {
+	peersFlag      string
+	RegionPeers    map[string]string // region -> node-to-node address of a node there
+	RegionFloor    float64
+	RegionInterval time.Duration
+	RegionTTL      time.Duration
+}
+
+// flags defines the region flags on fs; str and dur take their defaults
+// from WEIR_* variables, and apply sets a flag of another kind from its
+// variable.
+func (r *regions) flags(fs *flag.FlagSet, str func(*string, string, string, string), dur func(*time.Duration, string, time.Duration, string), apply func(string)) {
+	def := region.DefaultConfig()
+	str(&r.peersFlag, "region-peers", "", "the other regions sharing scope: global limits, as name=host:port,... (the --peer-addr of any node there, mutual TLS); needs --region; empty enforces global limits whole")
+	fs.Float64Var(&r.RegionFloor, "region-floor", def.Floor.Fraction(), "share of every global limit each region holds without asking (and keeps when cut off), a fraction; regions × floor must not exceed 1")
+	apply("region-floor")
+	dur(&r.RegionInterval, "region-interval", def.Interval, "how often a node reports its demand on global keys to their home regions")
+	dur(&r.RegionTTL, "region-ttl", def.TTL, "how long a region's share lasts without renewal (a cut-off region falls to its floor after it); must exceed --region-interval")
+}
+
+// parse reads --region-peers. It returns an error for an entry that is not
+// name=address, or a region named twice.
+func (r *regions) parse() error {
+	r.RegionPeers = nil
+	for _, entry := range splitList(r.peersFlag) {
+		name, addr, ok := strings.Cut(entry, "=")
+		name, addr = strings.TrimSpace(name), strings.TrimSpace(addr)
+		if !ok || name == "" || addr == "" {
+			return fmt.Errorf("--region-peers entry %q: want region=host:port", entry)
+		}
+		if _, dup := r.RegionPeers[name]; dup {
+			return fmt.Errorf("--region-peers names region %q twice", name)
+		}
+		if r.RegionPeers == nil {
+			r.RegionPeers = map[string]string{}
+		}
+		r.RegionPeers[name] = addr
+	}
+	return nil
+}
+
+// linkConfig returns the regionlink configuration of a node called node in
+// region own, and false when no peers are set (global limits enforced
+// whole). The error names the flag at fault.
+func (r regions) linkConfig(own, node string) (regionlink.Config, bool, error) {
+	if len(r.RegionPeers) == 0 {
+		return regionlink.Config{}, false, nil
+	}
+	if own == "" {
+		return regionlink.Config{}, false, errors.New("--region-peers needs --region: name this node's region")
+	}
+	if n := len(r.RegionPeers) + 1; math.IsNaN(r.RegionFloor) || r.RegionFloor < 0 || r.RegionFloor*float64(n) > 1 {
+		return regionlink.Config{}, false, fmt.Errorf("--region-floor %v: want at least 0 and at most 1/%d (%d regions each hold a floor)", r.RegionFloor, n, n)
+	}
+	cfg := regionlink.DefaultConfig(own, node, r.RegionPeers)
+	cfg.Shares.Floor = region.Share(math.Floor(r.RegionFloor * float64(region.Whole)))
+	cfg.Shares.Interval, cfg.Shares.TTL = r.RegionInterval, r.RegionTTL
+	cfg.CallTimeout = r.RegionInterval / 2
+	if err := cfg.Validate(); err != nil {
+		return regionlink.Config{}, false, fmt.Errorf("--region-*: %w", err)
+	}
+	return cfg, true, nil
+}
+
+// openRegions builds the region link when --region-peers is set; the
+// cluster it routes reports through is bound later (bindRegions).
+func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg prometheus.Registerer) error {
+	lcfg, on, err := cfg.regions.linkConfig(cfg.Region, cfg.NodeName)
+	if err != nil || !on {
+		return err
+	}
+	client := regionlink.NewClient(n.peerClientCredentials(cfg))
+	n.closers = append(n.closers, client.Close)
+	classify := func(key string) (string, bool) {
+		l := policies.Current().LimitOfKey(key)
+		if l == nil {
+			return "", false
+		}
+		return l.Name, l.Scope == policy.ScopeGlobal
+	}
+	n.regional.owners = &lazyOwners{}
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classify, Group: policy.GroupOfKey}, n.logger, reg)
+	if err != nil {
+		return err
+	}
+	n.logger.Info("sharing global limits between regions", "region", cfg.Region, "peers", lcfg.Peers,
+		"floor", lcfg.Shares.Floor.Fraction(), "interval", lcfg.Shares.Interval, "ttl", lcfg.Shares.TTL)
+	return nil
+}
+
+// regionsDep is what the cluster enforces global limits with: nil (not a
+// nil *Link in an interface) without regions.
+func (n *node) regionsDep() cluster.Regions {
+	if n.regional.link == nil {
+		return nil
+	}
+	return n.regional.link
+}
+
+// ringChanged tells the region link that ownership moved.
+func (n *node) ringChanged() {
+	if n.regional.link != nil {
+		n.regional.link.RingChanged()
+	}
+}
+
+// regionWiring is the node's region link (nil without --region-peers) and
+// the Owners it routes reports through, bound to the cluster once built.
+type regionWiring struct {
+	link   *regionlink.Link
+	owners *lazyOwners
+}
+
+// lazyOwners is regionlink.Owners for a cluster built after the link.
+type lazyOwners struct {
+	c atomic.Pointer[cluster.Cluster]
+}
+
+func (o *lazyOwners) RegionOwner(group string) (string, bool) {
+	c := o.c.Load()
+	if c == nil {
+		return "", false
+	}
+	return c.RegionOwner(group)
+}

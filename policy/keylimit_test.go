@@ -1,0 +1,32 @@
+package policy
+
+import "testing"
+
+func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
+	p := Builtin()
+	l := p.Limits[0]
+	desc := map[string]string{}
+	for _, d := range l.Match {
+		desc[d] = "a:b{c}%"
+	}
+	ms, err := p.Resolve(desc, nil)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Resolve: %v, %d matches", err, len(ms))
+	}
+	for _, m := range ms {
+		if got := p.LimitOfKey(m.Key); got != m.Limit {
+			t.Errorf("LimitOfKey(%q) = %v, want %s", m.Key, got, m.Limit.Name)
+		}
+		if g, ok := GroupOfKey(m.Key); !ok || g != m.GroupValue {
+			t.Errorf("GroupOfKey(%q) = %q, %v; want %q", m.Key, g, ok, m.GroupValue)
+		}
+	}
+	for _, k := range []string{"", "weir:", "weir:{x}", "other:{x}:" + l.Name + ":x", "weir:{x}:nosuchlimit:x"} {
+		if got := p.LimitOfKey(k); got != nil {
+			t.Errorf("LimitOfKey(%q) = %s, want nil", k, got.Name)
+		}
+	}
+	if _, ok := GroupOfKey("weir:{x"); ok {
+		t.Error("GroupOfKey of an unclosed tag: ok")
+	}
+}

@@ -1,0 +1,34 @@
+// Package regionlink wires package region into a weir node: it shares the
+// budgets of scope: global limits between this node's region and the
+// others over weir.region.v1, on the node-to-node listener.
+//
+// A Link is three things on one node:
+//
+//   - the enforcer: the cluster calls Enforce on every decision it makes
+//     as an owner; a global key is decided at this region's current share
+//     of its limit (region.Share.Limit), its TAT rescaled, never reset,
+//     when the share changes (region.Rescale), and its offered units
+//     counted as demand;
+//   - the reporter (Run): every interval one report per home region of the
+//     demand on the global keys this node owns (region.Member), sent to any
+//     node of that region (Config.Peers), or handled here for keys homed
+//     in this region, and the grants that come back applied;
+//   - the home (Handle, served by Register): a node receiving a report
+//     grants the keys it owns (region.Home) and forwards the others to
+//     their owners inside its region, with the same report number and
+//     reporter, merging their grants into one reply.
+//
+// Usage (cmd/node wires it when --region-peers is set):
+//
+//	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: cluster, Sender: regionlink.NewClient(peerCreds),
+//		Classify: classify, Group: policy.GroupOfKey}, logger, reg)
+//	regionlink.Register(peerGRPCServer, link) // the node-to-node server only
+//	go link.Run(ctx)
+//	// after every ring change:
+//	link.RingChanged()
+//
+// The caller's duties: pass the same Config.Shares in every region; call
+// RingChanged after every ring change, so a key whose owner moved is not
+// granted twice; never register the service on the public listener.
+// docs/regions.md has the protocol and what each failure costs.
+package regionlink

@@ -1,0 +1,237 @@
+package regionlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/region"
+)
+
+// Owners says which node of this region owns a group, and how to reach it
+// (cluster.Cluster implements it). Safe for concurrent use.
+type Owners interface {
+	// RegionOwner returns the node-to-node address of group's owner, or
+	// local when this node owns it ("" and false when the owner is unknown).
+	RegionOwner(group string) (addr string, local bool)
+}
+
+// Sender carries a report to the node at addr and returns its reply: to a
+// node of another region, or to the owner of some of the report's keys
+// inside this region (forwarded). Safe for concurrent use.
+type Sender interface {
+	Send(ctx context.Context, addr string, r region.Report, forwarded bool) (region.Reply, error)
+}
+
+// Deps are what a Link works with.
+type Deps struct {
+	Owners Owners
+	Sender Sender
+	// Classify names the limit that built key and says whether its scope
+	// is global (from the current policy). Safe for concurrent use.
+	Classify func(key string) (limit string, global bool)
+	// Group returns the group a key belongs to (policy.GroupOfKey).
+	Group func(key string) (string, bool)
+	// Clock is this process's monotonic clock in nanoseconds, what reports
+	// and grants are timed on; nil measures from New with time.Since.
+	Clock func() int64
+	// FirstSeq numbers this process's reports from FirstSeq+1; 0 means the
+	// boot time in Unix nanoseconds, above any number an earlier run of
+	// this node used.
+	FirstSeq uint64
+}
+
+// Link shares the budgets of scope: global limits between this node's
+// region and the others (package region): it enforces this region's share
+// of the global keys this node owns (Enforce), reports their demand to
+// their home regions every interval (Run), and, as a home, answers the
+// reports of other regions (Handle). Safe for concurrent use.
+//
+// Concurrency: the Member (this node's shares) and the Home (the ledger of
+// the keys homed in this region that this node owns) each sit behind their
+// own mutex; the keys' enforcement state is striped by group, and a
+// decision holds its group's stripe from Enforce until release, reading
+// the share under it, so a share change and a decision of the same key
+// never interleave. Lock order: a stripe, then the Member; the Home's
+// mutex is never held with either.
+type Link struct {
+	cfg     Config
+	deps    Deps
+	logger  *slog.Logger
+	metrics *metrics
+	window  int // demand buckets over the last second
+	seed    maphash.Seed
+	stripes [64]stripe
+
+	memberMu sync.Mutex
+	member   *region.Member
+	homeMu   sync.Mutex
+	home     *region.Home
+}
+
+type stripe struct {
+	mu   sync.Mutex
+	keys map[string]*keyState
+}
+
+// keyState is what this node remembers of one global key it decides.
+type keyState struct {
+	limit    string     // label: the policy limit's name
+	global   gcra.Limit // the key's whole limit, as last decided
+	enforced gcra.Limit // the limit its TAT was last decided at
+	valid    bool       // enforced is a usable limit
+	epoch    uint64     // the owner memory's epoch at that decision
+	offered  int64      // units offered this interval
+	hist     []int64    // units offered in each of the last intervals
+	pos      int
+	used     int64 // Clock of the last decision
+}
+
+// New returns a Link. It starts nothing: call Run for the reports.
+func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) (*Link, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if deps.Owners == nil || deps.Sender == nil || deps.Classify == nil || deps.Group == nil {
+		return nil, errors.New("regionlink: owners, sender, classify and group are required")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Clock == nil {
+		start := time.Now()
+		deps.Clock = func() int64 { return int64(time.Since(start)) }
+	}
+	if deps.FirstSeq == 0 {
+		deps.FirstSeq = uint64(time.Now().UnixNano())
+	}
+	now := deps.Clock()
+	reporter := fmt.Sprintf("%s#%d", cfg.Node, deps.FirstSeq)
+	member, err := region.NewMember(cfg.Shares, cfg.Region, reporter, deps.FirstSeq)
+	if err != nil {
+		return nil, err
+	}
+	home, err := region.NewHome(cfg.Shares, cfg.Region, now)
+	if err != nil {
+		return nil, err
+	}
+	l := &Link{cfg: cfg, deps: deps, logger: logger, member: member, home: home, seed: maphash.MakeSeed(),
+		window: max(1, int((time.Second+cfg.Shares.Interval-1)/cfg.Shares.Interval))}
+	for i := range l.stripes {
+		l.stripes[i].keys = make(map[string]*keyState)
+	}
+	if l.metrics, err = newMetrics(l, reg); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// StrictLimits returns a copy of limits with every global key's limit cut
+// to a fixed equal part of it (1/len(regions)): a strict key is decided by
+// its region's Redis, where its TAT cannot be rescaled as a share moves,
+// so it takes no part in the rebalancing. ok is false when that part
+// admits nothing (its burst rounds down to zero): deny the request.
+func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
+	out = slices.Clone(limits)
+	part := region.Whole / region.Share(len(l.cfg.Shares.Regions))
+	for i, k := range keys {
+		name, global := l.deps.Classify(k)
+		if !global {
+			continue
+		}
+		lim, valid := part.Limit(limits[i])
+		if !valid {
+			l.metrics.empty.WithLabelValues(name).Inc()
+			return nil, false
+		}
+		out[i] = lim
+	}
+	return out, true
+}
+
+// Enforce returns the limits to decide keys at, now, for a decision of
+// cost on group: limits[i] for a key whose limit is not global, this
+// region's current share of it (region.Share.Limit) for a global one. For
+// a global key whose enforced limit changed since its TAT was last decided
+// it calls rescale(key, f): the caller must replace the key's TAT t with
+// f(t) (region.Rescale, which keeps the key's level, never resets it). A
+// key this node has not decided since the owner memory's epoch last moved
+// (a hand-off, a reload) is taken to have been decided at this region's
+// floor, which never overstates its level whatever limit wrote its TAT.
+//
+// ok is false, and nothing must be decided, when a global key's share
+// admits nothing (its part of the burst rounds down to zero). Call
+// release once the decision is stored, whatever ok is: until then the
+// group's stripe is held. now is on the cluster's time base, like the TATs;
+// the offered cost counts towards the keys' demand.
+func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.Limit, cost, now int64,
+	rescale func(key string, f func(tat int64) int64)) (out []gcra.Limit, ok bool, release func()) {
+	var names []string // a global key's limit name; "" for the others
+	for i, k := range keys {
+		if name, g := l.deps.Classify(k); g {
+			if names == nil {
+				names = make([]string, len(keys))
+			}
+			names[i] = name
+		}
+	}
+	if names == nil { // nothing global: the common case costs no lock
+		return limits, true, func() {}
+	}
+	st := &l.stripes[maphash.String(l.seed, group)%uint64(len(l.stripes))]
+	st.mu.Lock()
+	// The shares are read under the stripe, so that of two decisions of a
+	// key the later one never enforces an older share (lock order: stripe,
+	// then member).
+	mono := l.deps.Clock()
+	shares := make([]region.Share, len(keys))
+	l.memberMu.Lock()
+	for i, k := range keys {
+		if names[i] != "" {
+			shares[i] = l.member.Share(k, mono)
+		}
+	}
+	l.memberMu.Unlock()
+	out, ok = make([]gcra.Limit, len(limits)), true
+	copy(out, limits)
+	for i, k := range keys {
+		if names[i] == "" {
+			continue
+		}
+		ks := st.keys[k]
+		if ks == nil {
+			ks = &keyState{hist: make([]int64, l.window)}
+			st.keys[k] = ks
+		}
+		ks.limit = names[i]
+		ks.offered += cost
+		ks.used = mono
+		to, valid := shares[i].Limit(limits[i])
+		if !valid {
+			l.metrics.empty.WithLabelValues(names[i]).Inc()
+			ok = false
+			continue
+		}
+		out[i] = to
+		from, fromOK := ks.enforced, ks.valid
+		if ks.epoch != epoch || ks.global != limits[i] || !fromOK {
+			from, fromOK = l.cfg.Shares.Floor.Limit(limits[i])
+		}
+		switch {
+		case !fromOK:
+			rescale(k, func(int64) int64 { return now + to.Span() }) // nothing known: empty
+		case from != to:
+			rescale(k, func(tat int64) int64 { return region.Rescale(tat, now, from, to) })
+		}
+		ks.global, ks.enforced, ks.valid, ks.epoch = limits[i], to, true, epoch
+	}
+	return out, ok, st.mu.Unlock
+}
