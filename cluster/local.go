@@ -136,7 +136,7 @@ func (c *Cluster) ensureLoaded(ctx context.Context, r *limiter.StoreRequest, epo
 	tats, err := c.loadTATs(lctx, missing)
 	done(blame(ctx, err))
 	c.metrics.loads.Inc()
-	c.metrics.redisCommands.WithLabelValues("load_tats").Add(float64(len(missing)))
+	c.metrics.redisCommands.WithLabelValues("load_tats").Inc()
 	if err != nil {
 		c.metrics.loadErrors.Inc()
 		if ctx.Err() != nil {
