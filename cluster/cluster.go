@@ -18,6 +18,7 @@ import (
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
+	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/ring"
 )
@@ -387,7 +388,10 @@ func (c *Cluster) setMembersLocked(ctx context.Context, members map[string]strin
 		c.dropLocked(ctx, func(string) bool { return true })
 		return
 	}
-	c.dropLocked(ctx, func(key string) bool { return c.owner(redisbackend.HashTag(key)) != c.cfg.LocalName })
+	c.dropLocked(ctx, func(key string) bool {
+		group, _ := policy.GroupOfKey(key) // unescaped: the value decisions route by
+		return c.owner(group) != c.cfg.LocalName
+	})
 }
 
 // rejoinedLocked tracks whether this node is cut off from most of the
