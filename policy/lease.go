@@ -54,6 +54,13 @@ func buildLease(c *checker, at string, fl *fileLimit, l *Limit) {
 		c.addf(where, "lease: only fast limits may be leased; this limit is strict (every decision is made by Redis)")
 		return
 	}
+	if l.Scope == ScopeGlobal {
+		// A global key is decided at its region's share, which the owner's
+		// lease ledger does not know: a grant sized from the whole limit
+		// could hand out more than the region holds.
+		c.addf(where, "lease: a scope: global limit cannot be leased yet (its region's share changes under the lease); remove lease or use scope: region")
+		return
+	}
 	ttl, err := time.ParseDuration(fl.Lease.TTL)
 	if err != nil || fl.Lease.TTL == "" {
 		c.addf(where, "lease.ttl: %q is not a duration such as 250ms", fl.Lease.TTL)

@@ -32,6 +32,7 @@ func TestParse_leaseRefused(t *testing.T) {
 	head := "limits:\n  - name: hot\n    match: [tenant]\n    rate: 10/s\n    burst: 100\n"
 	cases := map[string]struct{ extra, want string }{
 		"strict":   {"    consistency: strict\n    lease: {max: 5, ttl: 250ms}\n", `limits[0] "hot" (test.yaml:7): lease: only fast limits`},
+		"global":   {"    scope: global\n    lease: {max: 5, ttl: 250ms}\n", `limits[0] "hot" (test.yaml:7): lease: a scope: global limit cannot be leased`},
 		"leasable": {"    leasable: true\n", "leasable: replaced by lease: {max: N, ttl: 250ms}"},
 		"ttl":      {"    lease: {max: 5, ttl: soon}\n", `lease.ttl: "soon" is not a duration`},
 		"no ttl":   {"    lease: {max: 5}\n", `lease.ttl: "" is not a duration`},
