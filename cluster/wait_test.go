@@ -105,8 +105,10 @@ func TestCluster_Decide_forwardOwnsItsItem(t *testing.T) {
 	p := newSlowPair(t)
 	f := &keptForwarder{}
 	p.node().deps.Forwarder = f
-	p.decide(t, 20*time.Millisecond) // falls back; the item stays "queued"
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	// 200ms deadlines: each call falls back 40ms before its deadline, which
+	// scheduling on a loaded machine does not eat (the 4ms of 20ms did).
+	p.decide(t, 200*time.Millisecond) // falls back; the item stays "queued"
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := p.tc.nodes[p.from].lim.Decide(ctx, limiter.Request{Descriptors: map[string]string{"tenant": "t7", "user": "someone-else"}, Cost: 1}); err != nil {
 		t.Fatal(err)
