@@ -13,7 +13,9 @@ import (
 
 func TestClock_Sync_realRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	be, err := redisbackend.New(srv.Client(), redisbackend.DefaultConfig())
+	// A generous timeout: this test compares units, and the default 50ms
+	// was overrun on a loaded machine.
+	be, err := redisbackend.New(srv.Client(), redisbackend.Config{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,9 @@ func TestClock_Sync_realRedis(t *testing.T) {
 
 func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	srv := redistest.Start(t)
-	be, err := redisbackend.New(srv.Client(), redisbackend.DefaultConfig())
+	// A generous timeout: this test compares units, and the default 50ms
+	// was overrun on a loaded machine.
+	be, err := redisbackend.New(srv.Client(), redisbackend.Config{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +75,9 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 // readings through the other.
 func TestClientSource_nanosecondsLikeTheBackend(t *testing.T) {
 	srv := redistest.Start(t)
-	be, err := redisbackend.New(srv.Client(), redisbackend.DefaultConfig())
+	// A generous timeout: this test compares units, and the default 50ms
+	// was overrun on a loaded machine.
+	be, err := redisbackend.New(srv.Client(), redisbackend.Config{Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,11 @@ func TestNode_embedded_seedTraceOverGRPC(t *testing.T) {
 func TestNode_redis_seedTraceOverGRPC(t *testing.T) {
 	srv := redistest.Start(t)
 	policyPath := slowPolicy(t)
-	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath)
+	// The trace is judged on the owner's memory: a node that thought itself
+	// frozen by a loaded machine (--freeze-limit) would reload from Redis
+	// and could answer from a fallback, and the 50ms Redis default was
+	// overrun there too.
+	_, c := startNode(t, "--redis-addr", srv.Addr(), "--policy", policyPath, "--freeze-limit", "1m", "--redis-timeout", "5s")
 	checkSlowTrace(t, c, "tenant", "demo", "user", "u7")
 	// The owner persists TATs write-behind, each admission's in its own
 	// flush or later; once Redis holds the TAT of all three (36 minutes
