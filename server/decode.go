@@ -17,9 +17,9 @@ import (
 // instead of through protobuf-go, whose map decoding goes through
 // reflection and costs about 15 allocations per DecideRequest. Here a
 // request costs its descriptor map (two allocations for up to eight
-// entries) and a share of a few slabs: every descriptor name and value of a
-// message is cut from shared string chunks (strArena), and a batch's
-// requests and costs come from one slab.
+// entries) and a share of a few slabs: descriptor names and values are cut
+// from small shared string chunks (strArena), and a batch's requests and
+// costs come from one slab.
 //
 // The decoders accept exactly what proto.Unmarshal accepts and leave the
 // message as it would (FuzzDecode_DecideRequest and
@@ -272,20 +272,23 @@ func stringBytes(b []byte) int {
 
 // strArena cuts strings from shared chunks, one allocation for many
 // strings. A string cut from a chunk keeps the whole chunk reachable, and
-// the limiter keeps some descriptor values for as long as it holds their
-// group (a lease, a fallback debt, a forward in flight: policy.Match's
-// GroupValue), so chunks are at most arenaChunk bytes: a kept value never
-// holds more than that, however large the message it came in. Strings
-// longer than arenaChunk/4 get their own allocation.
+// the node keeps some descriptor values for a while: policy.Match's
+// GroupValue goes into the lease holder's record of a leased key
+// (lease.Ref.Group, the latest request's) and the fallback-debt table. So
+// chunks are small, at most arenaChunk bytes: a kept value holds at most
+// that much, however large its message was; a longer string (over
+// arenaChunk/4) gets its own allocation.
 type strArena struct {
 	b    strings.Builder
 	left int // at most this many bytes of strings are still to come
 }
 
-// arenaChunk is the largest chunk a strArena allocates: 1 KiB holds the
-// strings of dozens of typical requests (a tenant and a user name), and is
-// four maximal descriptor values (limiter.MaxDescriptorBytes).
-const arenaChunk = 1 << 10
+// arenaChunk is the largest chunk a strArena allocates. 256 bytes hold the
+// strings of about ten typical requests (a tenant and a user name: "tenant",
+// "acme", "user", "u1"), so a batch pays a tenth of an allocation per
+// request for its strings, and a kept group value holds at most 256 bytes
+// (a lease holder's record of a key is about that size already).
+const arenaChunk = 256
 
 // reserve sizes the first chunk for about n bytes of strings.
 func (a *strArena) reserve(n int) {

@@ -130,6 +130,10 @@ var requestCases = map[string]struct {
 		many(32, 3),
 		&weirv1.DecideRequest{Descriptors: manyMap(32, 3)},
 	},
+	"values over several chunks": {
+		many(20, 50),
+		&weirv1.DecideRequest{Descriptors: manyMap(20, 50)},
+	},
 	"values too long to share a chunk": {
 		many(12, 300),
 		&weirv1.DecideRequest{Descriptors: manyMap(12, 300)},
