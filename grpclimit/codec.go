@@ -25,14 +25,25 @@ var ErrTooLarge = errors.New("grpclimit: request too large")
 // (ScanFields stops at it quietly).
 type Check func(wire []byte) error
 
+// A Decoder decodes the wire form of a checked message into m in place of
+// proto.Unmarshal, for a message type whose generic decoding costs too
+// much. It must accept exactly what proto.Unmarshal accepts and leave m as
+// proto.Unmarshal would (unknown fields kept, the last of repeated scalars
+// winning, invalid UTF-8 refused); on an error m is reset and refused, as
+// for proto.Unmarshal's. It must not keep wire, whose buffer is reused
+// once it returns.
+type Decoder func(wire []byte, m proto.Message) error
+
 // Codec is gRPC's proto codec, except for the request types its checkFor
-// function gives a Check: their wire form is checked first, and a refusal
-// or a decoding failure (garbage bytes, invalid UTF-8) is not returned to
-// gRPC, which would answer INTERNAL, but recorded in the request for the
-// service to answer with Refusal. Safe for concurrent use.
+// function gives a Check: their wire form is checked first, then decoded
+// (by their Decoder, if WithDecoders gives one), and a refusal or a
+// decoding failure (garbage bytes, invalid UTF-8) is not returned to gRPC,
+// which would answer INTERNAL, but recorded in the request for the service
+// to answer with Refusal. Safe for concurrent use.
 type Codec struct {
-	base     encoding.CodecV2
-	checkFor func(v any) Check
+	base      encoding.CodecV2
+	checkFor  func(v any) Check
+	decodeFor func(v any) Decoder // nil: proto.Unmarshal for every message
 }
 
 var _ encoding.CodecV2 = (*Codec)(nil)
@@ -42,6 +53,15 @@ var _ encoding.CodecV2 = (*Codec)(nil)
 // it with grpc.ForceServerCodecV2.
 func NewCodec(checkFor func(v any) Check) *Codec {
 	return &Codec{base: encoding.GetCodecV2(grpcproto.Name), checkFor: checkFor}
+}
+
+// WithDecoders returns a copy of c that decodes each checked message v for
+// which decodeFor(v) is not nil with that Decoder instead of
+// proto.Unmarshal. c is not modified.
+func (c *Codec) WithDecoders(decodeFor func(v any) Decoder) *Codec {
+	d := *c
+	d.decodeFor = decodeFor
+	return &d
 }
 
 // Name is the proto codec's name.
@@ -64,7 +84,7 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := buf.ReadOnlyData()
 	err := check(b)
 	if err == nil {
-		if uerr := proto.Unmarshal(b, m); uerr != nil {
+		if uerr := c.decode(b, v, m); uerr != nil {
 			err = fmt.Errorf("malformed request: %w", uerr)
 		}
 	}
@@ -72,6 +92,16 @@ func (c *Codec) Unmarshal(data mem.BufferSlice, v any) error {
 		markRefused(m, err)
 	}
 	return nil
+}
+
+// decode decodes b into m (which is v) with v's Decoder, or proto.Unmarshal.
+func (c *Codec) decode(b []byte, v any, m proto.Message) error {
+	if c.decodeFor != nil {
+		if d := c.decodeFor(v); d != nil {
+			return d(b, m)
+		}
+	}
+	return proto.Unmarshal(b, m)
 }
 
 // Field numbers (the largest protobuf allows, unused by weir's APIs) under

@@ -110,3 +110,52 @@ func TestCodec_uncheckedMessagesDecodeAsUsual(t *testing.T) {
 	}
 	b.Free()
 }
+
+func TestCodec_WithDecoders(t *testing.T) {
+	valid, err := proto.Marshal(wrapperspb.String("ok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded []string
+	upper := func(wire []byte, m proto.Message) error {
+		decoded = append(decoded, string(wire))
+		if len(wire) == 0 {
+			return errors.New("empty")
+		}
+		m.(*wrapperspb.StringValue).Value = "OK"
+		return nil
+	}
+	pass := func([]byte) error { return nil }
+	base := NewCodec(func(v any) Check {
+		if _, ok := v.(*wrapperspb.StringValue); ok {
+			return pass
+		}
+		return nil
+	})
+	c := base.WithDecoders(func(v any) Decoder {
+		if _, ok := v.(*wrapperspb.StringValue); ok {
+			return upper
+		}
+		return nil
+	})
+	unmarshal := func(c *Codec, wire []byte) (*wrapperspb.StringValue, error) {
+		m := &wrapperspb.StringValue{}
+		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(wire)}, m); err != nil {
+			t.Fatalf("the codec failed instead of recording a refusal: %v", err)
+		}
+		return m, Refusal(m)
+	}
+	if m, err := unmarshal(c, valid); err != nil || m.GetValue() != "OK" || len(decoded) != 1 {
+		t.Fatalf("with the decoder: %q, %v after %d decodes; want OK by the decoder", m.GetValue(), err, len(decoded))
+	}
+	if m, err := unmarshal(c, nil); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "empty") || m.GetValue() != "" {
+		t.Fatalf("a decoder's error: %q, %v; want INVALID_ARGUMENT naming it", m.GetValue(), err)
+	}
+	if m, err := unmarshal(base, valid); err != nil || m.GetValue() != "ok" || len(decoded) != 2 {
+		t.Fatalf("the codec WithDecoders copied was changed: %q, %v", m.GetValue(), err)
+	}
+	b := &wrapperspb.BytesValue{}
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x0a, 0x01, 'x'})}, b); err != nil || string(b.GetValue()) != "x" || len(decoded) != 2 {
+		t.Fatalf("an unchecked message: %q, %v; want proto.Unmarshal's x", b.GetValue(), err)
+	}
+}

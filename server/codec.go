@@ -12,8 +12,8 @@ import (
 
 // newCodec is the gRPC codec of the public server: weir.v1 requests are
 // checked against the API limits on the wire before they are decoded
-// (scanRequest, scanBatch), and the service answers a refusal with
-// grpclimit.Refusal.
+// (scanRequest, scanBatch), then decoded by hand (decodeFor, decode.go),
+// and the service answers a refusal with grpclimit.Refusal.
 func newCodec() *grpclimit.Codec {
 	return grpclimit.NewCodec(func(v any) grpclimit.Check {
 		switch v.(type) {
@@ -23,7 +23,7 @@ func newCodec() *grpclimit.Codec {
 			return scanBatch
 		}
 		return nil
-	})
+	}).WithDecoders(decodeFor)
 }
 
 // scanBatch checks a DecideBatchRequest's wire form against the API limits

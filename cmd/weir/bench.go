@@ -147,6 +147,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer closeStubs()
 	} else {
+		conns := make([]*grpc.ClientConn, len(stubs))
 		for i := range stubs {
 			conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
@@ -154,8 +155,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return exitError
 			}
 			defer conn.Close()
-			conn.Connect() // start now rather than in the first measured RPC
-			stubs[i] = weirv1.NewRateLimiterClient(conn)
+			conns[i], stubs[i] = conn, weirv1.NewRateLimiterClient(conn)
+		}
+		if err := waitReady(ctx, conns, readyWait); err != nil {
+			fmt.Fprintf(stderr, "weir bench: %v; measuring anyway\n", err)
 		}
 	}
 	sum := runLoad(ctx, cfg, stubs)
