@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,9 @@ func (t *debtTable) add(group, key string, l gcra.Limit, units int64) (dropped i
 			delete(t.mu.entries, oldest.debtKey)
 			dropped += oldest.units
 		}
+		// The group may be cut from a request's decode buffer: keep a copy
+		// of its own rather than pin that buffer while the debt waits.
+		k.group = strings.Clone(group)
 		e = t.mu.order.PushBack(&debtEntry{debtKey: k})
 		t.mu.entries[k] = e
 	}
