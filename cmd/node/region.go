@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -118,6 +119,23 @@ func (n *node) regionsDep() cluster.Regions {
 		return nil
 	}
 	return n.regional.link
+}
+
+// regionFallback is the limiter option that keeps failure-policy fallbacks
+// of global limits within the region's guaranteed part (its floor, or its
+// fixed strict part; regionlink.Link.Guaranteed), split over the region's
+// nodes, so that every region falling back at once stays within the limit.
+// Without regions it changes nothing.
+func regionFallback(link *regionlink.Link) limiter.Option {
+	if link == nil {
+		return func(*limiter.Limiter) {}
+	}
+	return limiter.WithFallbackPart(func(l *policy.Limit, whole gcra.Limit) (gcra.Limit, bool) {
+		if l.Scope != policy.ScopeGlobal {
+			return whole, true
+		}
+		return link.Guaranteed(whole, l.Consistency == policy.ConsistencyStrict)
+	})
 }
 
 // ringChanged tells the region link that ownership moved.
