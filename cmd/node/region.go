@@ -95,21 +95,26 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 	}
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
-	classify := func(key string) (string, bool) {
-		l := policies.Current().LimitOfKey(key)
-		if l == nil {
-			return "", false
-		}
-		return l.Name, l.Scope == policy.ScopeGlobal
-	}
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classify, Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Group: policy.GroupOfKey}, n.logger, reg)
 	if err != nil {
 		return err
 	}
 	n.logger.Info("sharing global limits between regions", "region", cfg.Region, "peers", lcfg.Peers,
 		"floor", lcfg.Shares.Floor.Fraction(), "interval", lcfg.Shares.Interval, "ttl", lcfg.Shares.TTL)
 	return nil
+}
+
+// classifyGlobal is regionlink.Deps.Classify over policies' current policy:
+// the name of the limit that built a key, and whether it is global.
+func classifyGlobal(policies limiter.PolicySource) func(key string) (string, bool) {
+	return func(key string) (string, bool) {
+		l := policies.Current().LimitOfKey(key)
+		if l == nil {
+			return "", false
+		}
+		return l.Name, l.Scope == policy.ScopeGlobal
+	}
 }
 
 // regionsDep is what the cluster enforces global limits with: nil (not a
