@@ -247,10 +247,11 @@ func (c *Cluster) chargeDebt(ctx context.Context, it *peer.Item) peer.Result {
 	out := make([]gcra.Result, 1)
 	var charged int64
 	// A decision of cost n succeeds exactly when n units fit before the TAT
-	// reaches now + span. A concurrent decision may take room between the
-	// look and the charge; then look again.
+	// reaches now + span, at the limit the key is decided at (a global
+	// key's regional share). A concurrent decision, or a share change, may
+	// take room between the look and the charge; then look again.
 	for range 3 {
-		n := min(it.Cost, room(c.deps.Mem.Get(it.Group, it.Keys[0]), it.Now, it.Limits[0]))
+		n := min(it.Cost, c.debtRoom(epoch, &r))
 		if n == 0 {
 			break
 		}
@@ -269,8 +270,23 @@ func (c *Cluster) chargeDebt(ctx context.Context, it *peer.Item) peer.Result {
 		c.debtMetrics.units.WithLabelValues("forgiven").Add(float64(forgiven))
 	}
 	tat := max(c.deps.Mem.Get(it.Group, it.Keys[0]), it.Now)
-	after := gcra.Result{Allowed: true, TAT: tat, Remaining: room(tat, it.Now, it.Limits[0]), ResetAfter: tat - it.Now}
+	after := gcra.Result{Allowed: true, TAT: tat, Remaining: c.debtRoom(epoch, &r), ResetAfter: tat - it.Now}
 	return peer.Result{Overall: after, Results: []gcra.Result{after}}
+}
+
+// debtRoom is the room of r's one key, now, at the limit its decisions
+// enforce: r.Limits[0], or this region's share of it for a global key
+// (whose TAT regionLimits first rescales to that share, as a decision
+// would). A share that admits nothing has no room.
+func (c *Cluster) debtRoom(epoch uint64, r *limiter.StoreRequest) int64 {
+	look := *r
+	look.Cost = 0 // a look, not demand
+	limits, ok, release := c.regionLimits(epoch, &look)
+	defer release()
+	if !ok {
+		return 0
+	}
+	return room(c.deps.Mem.Get(r.Group, r.Keys[0]), r.Now, limits[0])
 }
 
 // room is how many units fit on a key at tat before its TAT would pass

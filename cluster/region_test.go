@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
 	"github.com/weirhq/weir/ring"
 )
@@ -95,5 +97,33 @@ func TestCluster_Decide_emptyShareDeniesAndChangesNothing(t *testing.T) {
 	}
 	if mem.Get("g", "k") != now+5 || regions.released != 1 {
 		t.Fatalf("TAT %d after an empty share (want %d), released %d", mem.Get("g", "k"), now+5, regions.released)
+	}
+}
+
+// TestCluster_chargeDebt_globalKeyChargedAtTheRegionsShare: a global key
+// decided at a tenth of its limit, half spent, has room for 5 units at its
+// share (50 at the whole limit): a debt of 20 charges those 5 and forgives
+// the rest, rather than failing to fit 20 at the share and forgiving all.
+func TestCluster_chargeDebt_globalKeyChargedAtTheRegionsShare(t *testing.T) {
+	const now = int64(1_000_000_000_000)
+	whole := gcra.Limit{Interval: 1_000_000, Burst: 100} // 1,000/s
+	share := gcra.Limit{Interval: 10_000_000, Burst: 10} // a tenth of it
+	regions := &fakeRegions{limit: share, ok: true}
+	c, mem := newRegionCluster(t, regions)
+	mem.Put("g", "k", now+share.Span()/2)
+	it := peer.Item{Group: "g", Keys: []string{"k"}, Limits: []gcra.Limit{whole}, Cost: 20, Now: now, Debt: true}
+	res := c.chargeDebt(t.Context(), &it)
+	if res.Err != nil || res.Overall.TAT != now+share.Span() || res.Overall.Remaining != 0 {
+		t.Fatalf("after a debt of 20 on a share with 5 left: %+v, want spent with TAT = now + the share's span", res)
+	}
+	if ch, fg := testutil.ToFloat64(c.debtMetrics.units.WithLabelValues("charged")), testutil.ToFloat64(c.debtMetrics.units.WithLabelValues("forgiven")); ch != 5 || fg != 15 {
+		t.Fatalf("charged %v, forgiven %v; want 5 and 15", ch, fg)
+	}
+
+	regions.ok = false // a share that admits nothing takes no debt
+	mem.Put("g", "k2", now)
+	it.Keys = []string{"k2"}
+	if res := c.chargeDebt(t.Context(), &it); res.Err != nil || mem.Get("g", "k2") != now || res.Overall.Remaining != 0 {
+		t.Fatalf("debt on an empty share: %+v, TAT %d; want nothing charged", res, mem.Get("g", "k2"))
 	}
 }

@@ -14,6 +14,13 @@
 // as envoyproxy/ratelimit does), so two identical descriptors in one call
 // are charged twice.
 //
+// Failure policy: when the store cannot decide (it returns an
+// *UnavailableError), each limit's on_failure decides: closed denies, open
+// admits, local decides on this node alone at its fallback limit (see
+// policy.Match.FallbackLimit), capped by WithFallbackPart at this node's
+// share of the part of the limit its cluster holds when the limit is
+// shared with other clusters (a scope: global limit between regions).
+//
 // Time: the limiter stamps each request once in Unix nanoseconds (gcra's
 // time base) and reports durations as time.Duration.
 package limiter

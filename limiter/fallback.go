@@ -85,9 +85,10 @@ func (l *Limiter) failClosed(ms []policy.Match, idx []int, cost int64, d *Decisi
 
 // failLocal decides the limits with on_failure: local in this node's own
 // memory at their fallback rate and burst (or this node's share of the
-// limit); open limits among them admit. It returns the mode it applied:
-// local, or closed when the local state is full of live keys
-// (Config.FallbackMaxKeys) and cannot hold the request's.
+// limit, or of the part its cluster holds: WithFallbackPart); open limits
+// among them admit. It returns the mode it applied: local, or closed when
+// the local state is full of live keys (Config.FallbackMaxKeys) and cannot
+// hold the request's, or when a limit's part admits nothing.
 func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision) (gcra.Result, policy.FailureMode) {
 	var kb [8]string
 	var lb [8]gcra.Limit
@@ -95,26 +96,30 @@ func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, c
 	keys, limits, out := kb[:0], lb[:0], rb[:0]
 	var local []int
 	n := l.members()
+	none := false // some limit's fallback admits nothing
 	for _, i := range idx {
 		if ms[i].Limit.OnFailure == policy.FailLocal {
+			lim, ok := l.fallbackLimit(ms[i], n)
+			none = none || !ok
 			local = append(local, i)
 			keys = append(keys, ms[i].Key)
-			limits = append(limits, ms[i].FallbackLimit(n))
+			limits = append(limits, lim)
 			out = append(out, gcra.Result{})
 		} else {
 			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})
 		}
 	}
-	agg, err := l.local.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
+	var agg gcra.Result
+	err := errNoFallback
+	if !none {
+		agg, err = l.local.Decide(ctx, ms[idx[0]].GroupValue, keys, limits, cost, now, out)
+	}
 	switch {
-	case errors.Is(err, memstore.ErrFull):
-		// No room for this request's state: deny, as a closed limit would,
-		// with the time the fallback rate needs to earn the cost.
-		agg = gcra.Result{}
-		for n := range out {
-			out[n] = gcra.Result{RetryAfter: limits[n].Interval * min(cost, limits[n].Burst)}
-			agg.RetryAfter = max(agg.RetryAfter, out[n].RetryAfter)
-		}
+	case errors.Is(err, memstore.ErrFull) || errors.Is(err, errNoFallback):
+		// No room for this request's state, or nothing to admit it from:
+		// deny, as a closed limit would, with the time the fallback rate
+		// needs to earn the cost.
+		agg = denyAll(limits, cost, out)
 	case err != nil: // only a cancelled context gets here; deny safely
 		return gcra.Result{RetryAfter: limits[0].Interval}, policy.FailLocal
 	}
@@ -127,6 +132,61 @@ func (l *Limiter) failLocal(ctx context.Context, ms []policy.Match, idx []int, c
 		return agg, policy.FailClosed
 	}
 	return agg, policy.FailLocal
+}
+
+// errNoFallback stands for a fallback limit that admits nothing
+// (WithFallbackPart's ok false); it never leaves failLocal.
+var errNoFallback = errors.New("limiter: the fallback admits nothing")
+
+// denyAll fills out with denials at limits and returns their aggregate:
+// each retries after the time its limit needs to earn cost (at least one
+// interval).
+func denyAll(limits []gcra.Limit, cost int64, out []gcra.Result) gcra.Result {
+	var agg gcra.Result
+	for n := range out {
+		out[n] = gcra.Result{RetryAfter: limits[n].Interval * max(1, min(cost, limits[n].Burst))}
+		agg.RetryAfter = max(agg.RetryAfter, out[n].RetryAfter)
+	}
+	return agg
+}
+
+// FallbackPart returns the part of whole, the limit lim gives a key, that
+// this node's cluster holds whatever happens elsewhere: whole itself when
+// the cluster enforces all of it, a smaller limit when the limit is shared
+// with other clusters (a scope: global limit's regional floor), ok false
+// when that part admits nothing. It must be safe for concurrent use and
+// cheap: it is called on every local fallback decision.
+type FallbackPart func(lim *policy.Limit, whole gcra.Limit) (part gcra.Limit, ok bool)
+
+// WithFallbackPart makes local fallbacks honour part: a limit whose part
+// is smaller than its whole falls back to this node's share of the part
+// (policy.SharedLimit over the members), and a fallback_rate the policy
+// gives it is cut to that share when it is looser. Then the fallbacks of
+// all the clusters sharing a limit add up to no more than the limit. The
+// node sets it when it shares global limits between regions.
+func WithFallbackPart(part FallbackPart) Option { return func(l *Limiter) { l.part = part } }
+
+// fallbackLimit is the limit m falls back to on this node among members:
+// m.FallbackLimit, made no looser than this node's share of the part of
+// m's limit its cluster holds (WithFallbackPart). ok is false when that
+// part admits nothing.
+func (l *Limiter) fallbackLimit(m policy.Match, members int) (gcra.Limit, bool) {
+	own := m.FallbackLimit(members)
+	if l.part == nil {
+		return own, true
+	}
+	part, ok := l.part(m.Limit, m.Params)
+	switch {
+	case !ok:
+		return gcra.Limit{Interval: m.Params.Interval}, false
+	case part == m.Params: // held whole: the policy's fallback as it is
+		return own, true
+	}
+	share := policy.SharedLimit(part, members)
+	if m.Limit.SharedFallback {
+		return share, true
+	}
+	return gcra.Limit{Interval: max(own.Interval, share.Interval), Burst: min(own.Burst, share.Burst)}, true
 }
 
 // SweepFallback frees rested keys of the local fallback state. Call it

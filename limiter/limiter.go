@@ -118,6 +118,7 @@ type Limiter struct {
 	denied   *deniedLog
 	local    *memstore.Store // state for on_failure: local decisions
 	members  func() int      // live members this node sees, for fallback shares
+	part     FallbackPart    // nil, or set by WithFallbackPart
 	debtor   FallbackDebtor  // the store, when it repays fallback admissions
 	observe  func(Decision)  // nil, or set by WithObserver
 	hinter   WaitHinter      // the store, when it says which requests wait

@@ -119,6 +119,7 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 	case fl.FallbackRate != "" || fl.FallbackBurst != 0:
 		c.addf(at, "fallback_rate and fallback_burst: only allowed when on_failure is local, not %s", l.OnFailure)
 	}
+	checkGlobalOpen(c, at, l)
 	return l
 }
 

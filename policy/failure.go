@@ -31,6 +31,21 @@ func SharedLimit(l gcra.Limit, members int) gcra.Limit {
 	return share
 }
 
+// checkGlobalOpen refuses on_failure: open on a scope: global limit. A
+// global limit promises one budget for every region together, and its
+// other failure modes keep that promise (local falls back to the region's
+// guaranteed part of the limit, closed denies); open would admit without
+// bound in any region whose owner or Redis fails, on top of what the other
+// regions admit. The refusal does not depend on whether the node shares
+// the limit with other regions: a policy file is valid or not on its own
+// (`weir policy check` knows no node flags), and without regions a global
+// limit is enforced like a regional one, so scope: region says the same.
+func checkGlobalOpen(c *checker, at string, l *Limit) {
+	if l.Scope == ScopeGlobal && l.OnFailure == FailOpen && !l.Envoy.Unlimited {
+		c.addf(at, "on_failure: open cannot be used on a scope: global limit: a fault in one region would admit without bound beyond the budget all regions share; use local (falls back to the region's floor) or closed, or scope: region")
+	}
+}
+
 // checkConsistency refuses limits that one request could have decided in
 // two places. A request whose enforced limits include a strict one is
 // decided whole by Redis, while a request matching only fast limits is

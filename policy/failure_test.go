@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/weirhq/weir/gcra"
@@ -69,5 +71,31 @@ limits:
 `)
 	if len(p.Limits) != 2 {
 		t.Fatalf("limits = %d", len(p.Limits))
+	}
+}
+
+// TestParse_globalLimitMustNotFailOpen: on_failure: open on a scope: global
+// limit, written or inherited from defaults, is refused; local and closed
+// load, and so does open on a regional limit.
+func TestParse_globalLimitMustNotFailOpen(t *testing.T) {
+	for name, doc := range map[string]string{
+		"written":   "limits:\n  - {name: g, match: [tenant], rate: 10/s, burst: 5, scope: global, on_failure: open}\n",
+		"inherited": "defaults: {on_failure: open, scope: global}\nlimits:\n  - {name: g, match: [tenant], rate: 10/s, burst: 5}\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Parse("test.yaml", []byte(doc))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `limits[0] "g": on_failure: open cannot be used on a scope: global limit`) {
+				t.Fatalf("Parse error = %v, want open on a global limit refused", err)
+			}
+		})
+	}
+	p := mustParse(t, `
+limits:
+  - {name: local, match: [tenant], rate: 10/s, burst: 5, scope: global}
+  - {name: closed, match: [tenant, user], group: tenant, rate: 10/s, burst: 5, scope: global, on_failure: closed}
+  - {name: regional, match: [tenant, ip], group: tenant, rate: 10/s, burst: 5, on_failure: open}
+`)
+	if p.Limit("local").OnFailure != FailLocal || p.Limit("regional").OnFailure != FailOpen {
+		t.Fatalf("failure modes %s, %s", p.Limit("local").OnFailure, p.Limit("regional").OnFailure)
 	}
 }

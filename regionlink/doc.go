@@ -27,8 +27,13 @@
 //	// after every ring change:
 //	link.RingChanged()
 //
+// Guaranteed names the part of a global limit the region holds whatever
+// happens elsewhere (its floor, or its fixed strict part): the node caps
+// failure-policy fallbacks of global keys at it (limiter.WithFallbackPart).
+//
 // The caller's duties: pass the same Config.Shares in every region; call
 // RingChanged after every ring change, so a key whose owner moved is not
-// granted twice; never register the service on the public listener.
+// granted twice; cap the fallbacks of global keys at Guaranteed; never
+// register the service on the public listener.
 // docs/regions.md has the protocol and what each failure costs.
 package regionlink

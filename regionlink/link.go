@@ -141,13 +141,12 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 // admits nothing (its burst rounds down to zero): deny the request.
 func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
 	out = slices.Clone(limits)
-	part := region.Whole / region.Share(len(l.cfg.Shares.Regions))
 	for i, k := range keys {
 		name, global := l.deps.Classify(k)
 		if !global {
 			continue
 		}
-		lim, valid := part.Limit(limits[i])
+		lim, valid := l.Guaranteed(limits[i], true)
 		if !valid {
 			l.metrics.empty.WithLabelValues(name).Inc()
 			return nil, false
@@ -155,6 +154,22 @@ func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limi
 		out[i] = lim
 	}
 	return out, true
+}
+
+// Guaranteed returns the part of a global limit whole that this region
+// holds whatever the other regions and the key's home do: its floor for a
+// fast limit (region.Config.Floor, granted to every region without
+// asking), its fixed part for a strict one (see StrictLimits). The
+// regions' guaranteed parts sum to at most whole, so a failure policy that
+// falls back to them (limiter.WithFallbackPart, split over the region's
+// nodes) keeps every region together within the limit. ok is false when
+// the part admits nothing (its burst rounds down to zero). Safe for
+// concurrent use; it takes no lock.
+func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bool) {
+	if strict {
+		return (region.Whole / region.Share(len(l.cfg.Shares.Regions))).Limit(whole)
+	}
+	return l.cfg.Shares.Floor.Limit(whole)
 }
 
 // Enforce returns the limits to decide keys at, now, for a decision of

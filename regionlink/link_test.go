@@ -265,3 +265,21 @@ func TestLink_StrictLimits_fixedEqualPartOfGlobalKeys(t *testing.T) {
 		t.Fatal("a part whose burst rounds to zero: ok, want a denial")
 	}
 }
+
+// TestLink_Guaranteed_floorForFastFixedPartForStrict: the part a region
+// holds whatever happens elsewhere is its floor of a fast global limit,
+// and its fixed part of a strict one; a part of no unit is refused.
+func TestLink_Guaranteed_floorForFastFixedPartForStrict(t *testing.T) {
+	n, clk := newNet(), &fakeClock{}
+	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
+	if got, ok := l.Guaranteed(g, false); !ok || got != mustLimit(t, testShares().Floor) {
+		t.Fatalf("fast: %+v %v, want the floor's limit %+v", got, ok, mustLimit(t, testShares().Floor))
+	}
+	if got, ok := l.Guaranteed(g, true); !ok || got != mustLimit(t, region.Whole/2) {
+		t.Fatalf("strict: %+v %v, want half of the limit", got, ok)
+	}
+	tiny := gcra.Limit{Interval: int64(time.Millisecond), Burst: 5} // a tenth of 5 units rounds to none
+	if _, ok := l.Guaranteed(tiny, false); ok {
+		t.Fatal("a floor whose burst rounds to zero: ok, want none")
+	}
+}

@@ -100,7 +100,7 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 		return nil, err
 	}
 	n.name = cfg.NodeName
-	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members), limiter.WithObserver(n.shadow.Observe))
+	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members), limiter.WithObserver(n.shadow.Observe), regionFallback(n.regional.link))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -94,21 +95,26 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 	}
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
-	classify := func(key string) (string, bool) {
-		l := policies.Current().LimitOfKey(key)
-		if l == nil {
-			return "", false
-		}
-		return l.Name, l.Scope == policy.ScopeGlobal
-	}
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classify, Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Group: policy.GroupOfKey}, n.logger, reg)
 	if err != nil {
 		return err
 	}
 	n.logger.Info("sharing global limits between regions", "region", cfg.Region, "peers", lcfg.Peers,
 		"floor", lcfg.Shares.Floor.Fraction(), "interval", lcfg.Shares.Interval, "ttl", lcfg.Shares.TTL)
 	return nil
+}
+
+// classifyGlobal is regionlink.Deps.Classify over policies' current policy:
+// the name of the limit that built a key, and whether it is global.
+func classifyGlobal(policies limiter.PolicySource) func(key string) (string, bool) {
+	return func(key string) (string, bool) {
+		l := policies.Current().LimitOfKey(key)
+		if l == nil {
+			return "", false
+		}
+		return l.Name, l.Scope == policy.ScopeGlobal
+	}
 }
 
 // regionsDep is what the cluster enforces global limits with: nil (not a
@@ -118,6 +124,23 @@ func (n *node) regionsDep() cluster.Regions {
 		return nil
 	}
 	return n.regional.link
+}
+
+// regionFallback is the limiter option that keeps failure-policy fallbacks
+// of global limits within the region's guaranteed part (its floor, or its
+// fixed strict part; regionlink.Link.Guaranteed), split over the region's
+// nodes, so that every region falling back at once stays within the limit.
+// Without regions it changes nothing.
+func regionFallback(link *regionlink.Link) limiter.Option {
+	if link == nil {
+		return func(*limiter.Limiter) {}
+	}
+	return limiter.WithFallbackPart(func(l *policy.Limit, whole gcra.Limit) (gcra.Limit, bool) {
+		if l.Scope != policy.ScopeGlobal {
+			return whole, true
+		}
+		return link.Guaranteed(whole, l.Consistency == policy.ConsistencyStrict)
+	})
 }
 
 // ringChanged tells the region link that ownership moved.

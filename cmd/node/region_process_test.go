@@ -71,6 +71,8 @@ func (r *relay) pipe(in net.Conn) {
 // `every`, until stop closes; it counts what it sent and what was admitted.
 type load struct {
 	sent, admitted atomic.Int64
+	fallbacks      atomic.Int64 // decided by the failure policy
+	fbDenied       atomic.Int64 // of which denied
 }
 
 func (l *load) run(t *testing.T, nodes []*proc, tenant string, every time.Duration, stop <-chan struct{}) {
@@ -95,6 +97,12 @@ func (l *load) run(t *testing.T, nodes []*proc, tenant string, every time.Durati
 		l.sent.Add(1)
 		if r.Allowed {
 			l.admitted.Add(1)
+		}
+		if r.GetFallback() != nil {
+			l.fallbacks.Add(1)
+			if !r.Allowed {
+				l.fbDenied.Add(1)
+			}
 		}
 	}
 }
@@ -152,8 +160,9 @@ func TestRegions_process_globalLimitSharedBetweenRegions(t *testing.T) {
 			admitted += l.admitted.Load()
 		}
 		bound := rate*took.Seconds() + burst
-		t.Logf("%s: sent eu %d us %d, admitted eu %d us %d over %s (bound %.0f)", name, loads[0].sent.Load(), loads[1].sent.Load(),
-			loads[0].admitted.Load(), loads[1].admitted.Load(), took.Round(time.Millisecond), bound)
+		t.Logf("%s: sent eu %d us %d, admitted eu %d us %d over %s (bound %.0f); by the failure policy eu %d (%d denied) us %d (%d denied)",
+			name, loads[0].sent.Load(), loads[1].sent.Load(), loads[0].admitted.Load(), loads[1].admitted.Load(), took.Round(time.Millisecond), bound,
+			loads[0].fallbacks.Load(), loads[0].fbDenied.Load(), loads[1].fallbacks.Load(), loads[1].fbDenied.Load())
 		if float64(admitted) > bound {
 			t.Errorf("%s: the regions admitted %d together over %s, above G·W + B = %.0f", name, admitted, took, bound)
 		}

@@ -122,6 +122,27 @@ limits:
 	}
 }
 
+// TestRunPolicy_globalLimitFallback: the check says a global limit's local
+// fallback is capped at the region's floor, and refuses one failing open.
+func TestRunPolicy_globalLimitFallback(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "global.yaml")
+	src := "version: v1\nlimits:\n  - {name: world, match: [tenant], rate: 100/s, burst: 50, scope: global}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t.Context(), "policy", "check", path)
+	if code != exitOK || !strings.Contains(stdout, "on failure: local, this node's share (rate/N, burst/N), at most this node's share of its region's floor with regions") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want ok and the fallback capped at the region's floor", code, stdout, stderr)
+	}
+	open := "version: v1\nlimits:\n  - {name: world, match: [tenant], rate: 100/s, burst: 50, scope: global, on_failure: open}\n"
+	if err := os.WriteFile(path, []byte(open), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCLI(t.Context(), "policy", "check", path); code != exitNo || !strings.Contains(stderr, "on_failure: open cannot be used on a scope: global limit") {
+		t.Fatalf("open on a global limit: exit %d, stderr %q; want it refused", code, stderr)
+	}
+}
+
 func TestRunPolicy_leaseWarnings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lease.yaml")
 	src := "version: v1\nlimits:\n  - name: hot\n    match: [tenant]\n    rate: 1000/s\n    burst: 20\n    on_failure: closed\n    lease: {max: 10, ttl: 250ms}\n"

@@ -101,13 +101,19 @@ func formatPolicy(p *policy.Policy) string {
 
 // onFailure describes a limit's failure policy in a few words.
 func onFailure(l *policy.Limit) string {
-	switch {
-	case l.OnFailure != policy.FailLocal:
+	if l.OnFailure != policy.FailLocal {
 		return "on failure: " + string(l.OnFailure)
-	case l.SharedFallback:
-		return "on failure: local, this node's share (rate/N, burst/N)"
 	}
-	return fmt.Sprintf("on failure: local, %s burst %d", fallbackRate(l.Fallback.Interval), l.Fallback.Burst)
+	s := fmt.Sprintf("on failure: local, %s burst %d", fallbackRate(l.Fallback.Interval), l.Fallback.Burst)
+	if l.SharedFallback {
+		s = "on failure: local, this node's share (rate/N, burst/N)"
+	}
+	if l.Scope == policy.ScopeGlobal {
+		// A node sharing the limit with other regions caps the fallback at
+		// its part of its region's floor (docs/regions.md §6.9).
+		s += ", at most this node's share of its region's floor with regions"
+	}
+	return s
 }
 
 // fallbackRate writes an emission interval in nanoseconds as a rate.
