@@ -147,7 +147,11 @@ func TestRegions_process_globalLimitSharedBetweenRegions(t *testing.T) {
 	for _, name := range []string{"eu", "us"} {
 		common := []string{"WEIR_POLICY=" + policyPath, "WEIR_REDIS_ADDR=" + redistest.Start(t).Addr(), "WEIR_REDIS_TIMEOUT=1s",
 			"WEIR_REGION=" + name, "WEIR_REGION_PEERS=" + other[name] + "=" + relays[other[name]].addr(),
-			"WEIR_REGION_FLOOR=0.1", "WEIR_REGION_INTERVAL=100ms", "WEIR_REGION_TTL=1s"}
+			"WEIR_REGION_FLOOR=0.1", "WEIR_REGION_INTERVAL=100ms", "WEIR_REGION_TTL=1s",
+			// A node descheduled for a second on a loaded machine would
+			// otherwise thaw and answer from its fallback (now the floor's
+			// share): this test judges the shares, not freezes.
+			"WEIR_FREEZE_LIMIT=1m"}
 		a := startProc(t, name+"-a", common...)
 		b := startProc(t, name+"-b", append(common, "WEIR_JOIN="+a.gossipAddr)...)
 		waitFor(t, 20*time.Second, func() bool { return a.members() == 2 && b.members() == 2 })
