@@ -133,7 +133,9 @@ func (p *proc) grants() []grant {
 // storedTAT reads key's TAT from srv as a new owner loads it.
 func storedTAT(t *testing.T, srv *redistest.Server, key string) int64 {
 	t.Helper()
-	b, err := redisbackend.New(srv.Client(), redisbackend.DefaultConfig())
+	cfg := redisbackend.DefaultConfig()
+	cfg.Timeout = 5 * time.Second // a loaded machine; this reads once
+	b, err := redisbackend.New(srv.Client(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
