@@ -149,23 +149,26 @@ func storedTAT(t *testing.T, srv *redistest.Server, key string) int64 {
 }
 
 // TestLeases_process_ownerKilledMidRun runs three real nodes and a
-// redis-server with a leasable hot key, sends requests for it through all
-// three until it is saturated, SIGKILLs its owner right after a grant and
-// keeps sending through the survivors. No unit is granted twice: Redis
-// holds every slot the dead owner granted (so the new owner loads them),
-// and the new owner's first grant starts after them. Every owner logs its
-// grants (grantLog, at debug level), which is how the test knows them. And
-// in every window, the admissions surely decided inside it stay within
-// B + W/T. The rate is low (2/s, burst 100) so that the seconds failure
-// detection takes do not hide an excess.
+// redis-server with a leasable hot key (2/s, burst 100), sends requests for
+// it through all three until it is saturated, SIGKILLs its owner right
+// after a grant and keeps sending through the survivors. No unit is
+// granted twice: Redis holds every slot the dead owner granted, so the new
+// owner loads them, and the new owner's first grant starts after them.
+// Every owner logs its grants (grantLog, at debug level), which is how the
+// test knows them. And in every window, the admissions surely decided
+// inside it stay within B + W/T.
 //
 // The kill lands where only the grant write-through protects the units:
-// the key is saturated, so each grant hands out a slot beyond every unit
-// admitted so far; the owner's own client has stopped; and the survivors'
-// forwards rarely win a unit (one frees every 500ms) between the grant
-// and the kill. So no admission at the owner carries the grant's TAT to
-// Redis by write-behind. With the write-through disabled (HandleLease in
-// cluster/lease.go storing nothing) the Redis check fails.
+// the key is saturated, so each grant hands out slots beyond every unit
+// admitted so far; the owner's own client has stopped; and a survivor's
+// forward rarely wins a unit (one frees every 500ms) between the grant and
+// the kill, so no admission at the owner carries the grant's TAT to Redis
+// by write-behind. With the write-through disabled (HandleLease in
+// cluster/lease.go storing nothing), the Redis check failed in 5 runs of
+// 5, 1.5s to 4s of granted slots missing; the new owner's first grant
+// started inside them in 2 of 3; and the window bound held in every run:
+// the seconds of failure detection, when the survivors fail closed, leave
+// more room than the units lost. The bound alone cannot show this.
 func TestLeases_process_ownerKilledMidRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three node processes and waits for failure detection")
@@ -199,19 +202,24 @@ func TestLeases_process_ownerKilledMidRun(t *testing.T) {
 			owner.name, len(granted), key, last, stored, time.Duration(last-stored))
 	}
 
-	waitMembers(t, 30*time.Second, 2, survivors...)
 	heir, _ := ownerOf("hot", survivors)
-	waitFor(t, 30*time.Second, func() bool { return len(heir.grants()) > 0 })
-	if g := heir.grants()[0]; g.tat-g.units*int64(interval) < last {
+	// Only the heir's grants after the kill: a false suspicion under load
+	// may have made it the owner for a while before.
+	earlier := len(heir.grants())
+	waitMembers(t, 30*time.Second, 2, survivors...)
+	waitFor(t, 30*time.Second, func() bool { return len(heir.grants()) > earlier })
+	first := heir.grants()[earlier]
+	from := first.tat - first.units*int64(interval) // where its slots start
+	if from < last {
 		t.Fatalf("new owner %s granted %d units from TAT %d, %s before the end of the slots %s granted (%d): granted twice",
-			heir.name, g.units, g.tat-g.units*int64(interval), time.Duration(last-(g.tat-g.units*int64(interval))), owner.name, last)
+			heir.name, first.units, from, time.Duration(last-from), owner.name, last)
 	}
 	converged := sent.Load()
 	waitFor(t, 20*time.Second, func() bool { return sent.Load() >= converged+100 }) // 2.5s more of traffic
 	close(stopSurvivors)
 	<-survDone
 	adm := append(before, after...)
-	t.Logf("%d admissions; %s granted %d leases up to TAT %d, %s's first grant starts at %d",
-		len(adm), owner.name, len(granted), last, heir.name, heir.grants()[0].tat-heir.grants()[0].units*int64(interval))
+	t.Logf("%d admissions; %s granted %d leases up to TAT %d, %s's first grant starts %s after it",
+		len(adm), owner.name, len(granted), last, heir.name, time.Duration(from-last))
 	checkSpans(t, adm, burst, interval)
 }
