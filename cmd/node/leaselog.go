@@ -22,24 +22,24 @@ import (
 // per hot key per lease TTL), and nothing is formatted unless debug logging
 // is on. Safe for concurrent use, as the cluster is.
 type grantLog struct {
-	owner
+	peerOwner
 	logger *slog.Logger
 }
 
-// owner is what the peer plane serves: forwarded decisions and lease
+// peerOwner is what the peer plane serves: forwarded decisions and lease
 // refreshes (*cluster.Cluster).
-type owner interface {
+type peerOwner interface {
 	peer.Handler
 	peer.LeaseHandler
 }
 
-var _ owner = (*cluster.Cluster)(nil)
+var _ peerOwner = (*cluster.Cluster)(nil)
 
 var _ peer.LeaseHandler = grantLog{}
 
 // HandleLease answers r with the cluster and logs its grants.
 func (g grantLog) HandleLease(ctx context.Context, from string, r lease.Refresh) []peer.LeaseAnswer {
-	out := g.owner.HandleLease(ctx, from, r)
+	out := g.peerOwner.HandleLease(ctx, from, r)
 	if !g.logger.Enabled(ctx, slog.LevelDebug) {
 		return out
 	}
