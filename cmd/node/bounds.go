@@ -108,10 +108,11 @@ func registerMemstoreMetrics(mem *memstore.Store, reg prometheus.Registerer) {
 }
 
 // peerHandler wraps the cluster in the Validator that checks forwarded
-// work against this node's clock and policy.
+// work against this node's clock and policy, and logs its lease grants
+// (grantLog).
 func (n *node) peerHandler(b boundsConfig, policies limiter.PolicySource, reg prometheus.Registerer) (peer.Handler, error) {
 	vcfg := peer.DefaultValidatorConfig()
 	vcfg.MaxSkew = b.PeerMaxSkew
 	now := n.state.now
-	return peer.NewValidator(vcfg, n.state.cluster, policies, func() int64 { return now().UnixNano() }, reg)
+	return peer.NewValidator(vcfg, grantLog{n.state.cluster, n.logger}, policies, func() int64 { return now().UnixNano() }, reg)
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +93,71 @@ func (p *proc) members() int {
 	return n
 }
 
+// kill SIGKILLs p and waits until it has exited and its log is complete.
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+	p.cmd.Process = nil // nothing left for the cleanup to kill
+}
+
+// waitMembers waits until every one of ps counts n cluster members.
+func waitMembers(t *testing.T, within time.Duration, n int, ps ...*proc) {
+	t.Helper()
+	waitFor(t, within, func() bool {
+		for _, p := range ps {
+			if p.members() != n {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// trio is three node processes, node-a, node-b and node-c, in one cluster,
+// sharing one redis-server and one policy file.
+type trio struct {
+	redis *redistest.Server
+	nodes []*proc
+}
+
+// startTrio starts a redis-server and three nodes on it that load
+// policyYAML, with the extra WEIR_* settings env, and waits until each
+// node counts all three as members.
+func startTrio(t *testing.T, policyYAML string, env ...string) trio {
+	t.Helper()
+	srv := redistest.Start(t)
+	policyPath := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(policyPath, []byte(policyYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A generous Redis timeout: these tests kill an owner, and the 50ms
+	// default made the new owner's first load fail on a loaded machine.
+	common := slices.Concat([]string{"WEIR_REDIS_ADDR=" + srv.Addr(), "WEIR_POLICY=" + policyPath, "WEIR_REDIS_TIMEOUT=1s"}, env)
+	a := startProc(t, "node-a", common...)
+	join := "WEIR_JOIN=" + a.gossipAddr
+	tr := trio{redis: srv, nodes: []*proc{a,
+		startProc(t, "node-b", append(slices.Clip(common), join)...),
+		startProc(t, "node-c", append(slices.Clip(common), join)...)}}
+	waitMembers(t, 20*time.Second, 3, tr.nodes...)
+	return tr
+}
+
+// ownerOf returns the node among ps that owns group on a ring of ps, and the
+// others.
+func ownerOf(group string, ps []*proc) (*proc, []*proc) {
+	names := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = p.name
+	}
+	r, _ := ring.New(ring.DefaultConfig(), names...)
+	name, _ := r.Owner(group)
+	i := slices.IndexFunc(ps, func(p *proc) bool { return p.name == name })
+	return ps[i], slices.Concat(ps[:i], ps[i+1:])
+}
+
+// split returns the owner of group on the three-node ring and the others.
+func (tr trio) split(group string) (*proc, []*proc) { return ownerOf(group, tr.nodes) }
+
 func (p *proc) decide(t *testing.T, kv ...string) *weirv1.DecideResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -116,32 +182,9 @@ func TestCluster_process_ownerKilledKeepsTATs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three node processes and waits for failure detection")
 	}
-	srv := redistest.Start(t)
-	policyPath := filepath.Join(t.TempDir(), "policy.yaml")
-	if err := os.WriteFile(policyPath, []byte("version: proc\nlimits:\n  - {name: per-user, match: [tenant, user], rate: 1/m, burst: 5}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// A generous Redis timeout: this test is about hand-off, and the 50ms
-	// default made the new owner's first load fail on a loaded machine.
-	common := []string{"WEIR_REDIS_ADDR=" + srv.Addr(), "WEIR_POLICY=" + policyPath, "WEIR_REDIS_TIMEOUT=1s"}
-	a := startProc(t, "node-a", common...)
-	join := "WEIR_JOIN=" + a.gossipAddr
-	b := startProc(t, "node-b", append(common, join)...)
-	c := startProc(t, "node-c", append(common, join)...)
-	nodes := []*proc{a, b, c}
-	waitFor(t, 20*time.Second, func() bool { return a.members() == 3 && b.members() == 3 && c.members() == 3 })
-
-	r, _ := ring.New(ring.DefaultConfig(), "node-a", "node-b", "node-c")
-	ownerName, _ := r.Owner("t1")
-	var owner *proc
-	var survivors []*proc
-	for _, p := range nodes {
-		if p.name == ownerName {
-			owner = p
-		} else {
-			survivors = append(survivors, p)
-		}
-	}
+	tr := startTrio(t, "version: proc\nlimits:\n  - {name: per-user, match: [tenant, user], rate: 1/m, burst: 5}\n")
+	nodes, srv := tr.nodes, tr.redis
+	owner, survivors := tr.split("t1")
 	for i := range 5 { // the whole burst, spread over every node
 		if d := nodes[i%3].decide(t, "tenant", "t1", "user", "u1"); !d.Allowed || d.Fallback != nil {
 			t.Fatalf("request %d: %+v", i, d)
@@ -158,10 +201,8 @@ func TestCluster_process_ownerKilledKeepsTATs(t *testing.T) {
 		return srv.Client().PTTL(context.Background(), "weir:{t1}:per-user:t1:u1").Val() > 240*time.Second+redisbackend.ExpiryGrace
 	})
 
-	owner.cmd.Process.Signal(syscall.SIGKILL)
-	<-owner.exited
-	owner.cmd.Process = nil
-	waitFor(t, 30*time.Second, func() bool { return survivors[0].members() == 2 && survivors[1].members() == 2 })
+	owner.kill()
+	waitMembers(t, 30*time.Second, 2, survivors...)
 	for _, p := range survivors {
 		d := p.decide(t, "tenant", "t1", "user", "u1")
 		if d.Allowed || d.Fallback != nil {
