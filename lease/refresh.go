@@ -21,7 +21,10 @@ func (h *Holder) asks(k *held, now int64) bool {
 func (h *Holder) due(k *held, now int64) bool {
 	if k.lease != 0 && now < k.expires {
 		left := float64(k.expires - now)
-		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) || (k.units == 0 && h.wants(k, now))
+		// Used up: ask again once the owner's last answer lets one unit
+		// fit (a grant at the key's edge says when).
+		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) ||
+			(k.units == 0 && h.wants(k, now) && now >= k.deniedUntil)
 	}
 	return h.asks(k, now)
 }
@@ -48,16 +51,27 @@ func (h *Holder) Due(now int64) []string {
 // caller sends it and passes the reply to Apply, or calls Abandon if no
 // reply comes.
 func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
+	return h.refresh(owner, now, func(k *held) bool { return k.lease != 0 || h.asks(k, now) })
+}
+
+// Probe is Refresh for a request that Spend answered Await: it carries
+// only the keys of owner that are due, so that refreshing a saturated key
+// between ticks does not return and re-grant the owner's other leases.
+func (h *Holder) Probe(owner string, now int64) (Refresh, bool) {
+	return h.refresh(owner, now, func(k *held) bool { return h.due(k, now) })
+}
+
+// InFlight reports whether a refresh to owner awaits its reply.
+func (h *Holder) InFlight(owner string) bool { return h.inflight[owner] != nil }
+
+func (h *Holder) refresh(owner string, now int64, include func(*held) bool) (Refresh, bool) {
 	if h.inflight[owner] != nil {
 		return Refresh{}, false
 	}
 	var keys []string
 	for key, k := range h.keys {
 		h.expire(k, now)
-		if k.ref.Owner != owner {
-			continue
-		}
-		if k.lease != 0 || h.asks(k, now) {
+		if k.ref.Owner == owner && include(k) {
 			keys = append(keys, key)
 		}
 	}
@@ -112,10 +126,13 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		switch a.Outcome {
 		case Granted:
 			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
-			k.deniedUntil, k.quietUntil = 0, 0
+			k.deniedUntil, k.quietUntil, k.saturated = 0, 0, a.RetryAfter > 0
+			if k.saturated {
+				k.deniedUntil = now + a.RetryAfter
+			}
 			h.stat(k.ref.Label).ReceivedUnits += a.Units
 		case Denied:
-			k.deniedUntil = now + a.RetryAfter
+			k.deniedUntil, k.saturated = now+a.RetryAfter, true
 		case Capped, Busy:
 			k.quietUntil = now + int64(h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()))
 		}
