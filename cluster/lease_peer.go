@@ -23,8 +23,8 @@ func (c *Cluster) leaseRefs(l *leases, r *limiter.StoreRequest, owner string, re
 		return refs, false
 	}
 	p := l.deps.Policies.Current()
-	if p == nil {
-		return refs, false
+	if p == nil || !p.Leases() {
+		return refs, false // no key to look up: most policies lease nothing
 	}
 	nodes := c.Members()
 	for i, key := range r.Keys {

@@ -108,6 +108,10 @@ func (m *Match) Leasable(nodes int) bool {
 		lease.CheckLeasable(m.Params, *l.Lease, nodes) == nil
 }
 
+// Leases reports whether any limit of this policy has lease terms: when
+// none has, no key needs LimitForKey to find out. Safe for concurrent use.
+func (p *Policy) Leases() bool { return p.leases }
+
 // LimitForKey returns the limit of this policy that built key (see Resolve
 // for the key's shape), or nil when none did. Safe for concurrent use.
 func (p *Policy) LimitForKey(key string) *Limit {
