@@ -67,6 +67,7 @@ func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner
 		return gcra.Result{}, false // the owner answers bad input as ever
 	}
 	now := l.monoNow()
+	r.FromLease = v.Outcome == lease.Spent || v.Outcome == lease.Refused
 	switch v.Outcome {
 	case lease.Spent:
 		agg := gcra.Result{Allowed: true, Remaining: -1}

@@ -40,12 +40,12 @@ func (lc *leaseCluster) saturate(owner, p string, kv map[string]string) {
 	for lc.decide(owner, kv).Allowed {
 	}
 	d := lc.decide(p, kv) // forwarded; the owner denies
-	if d.Allowed {
-		lc.t.Fatal("admitted on an exhausted key")
+	if d.Allowed || d.FromLease {
+		lc.t.Fatalf("forwarded to the owner of an exhausted key: %+v", d)
 	}
 	sent := lc.net.Sent(p, owner)
 	for range 20 { // demand enough for a lease
-		if d = lc.decide(p, kv); d.Allowed || d.RetryAfter <= 0 {
+		if d = lc.decide(p, kv); d.Allowed || d.RetryAfter <= 0 || !d.FromLease {
 			lc.t.Fatalf("not refused locally: %+v", d)
 		}
 	}
@@ -76,8 +76,8 @@ func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
 	var minRetry time.Duration
 	for _, d := range ds {
 		switch {
-		case d.Fallback != nil:
-			t.Fatalf("fell back: %+v", d)
+		case d.Fallback != nil || !d.FromLease:
+			t.Fatalf("not decided from the probe's answer: %+v", d)
 		case d.Allowed:
 			admitted++
 		case minRetry == 0 || d.RetryAfter < minRetry:

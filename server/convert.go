@@ -33,6 +33,7 @@ func ToProto(d limiter.Decision) *weirv1.DecideResponse {
 		Matched:       d.Matched,
 		TooCostly:     d.TooCostly,
 		PolicyVersion: d.PolicyVersion,
+		FromLease:     d.FromLease,
 	}
 	if len(d.Limits) > 0 {
 		out.Limits = make([]*weirv1.LimitStatus, len(d.Limits))
