@@ -79,6 +79,9 @@ func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner
 		}
 		return agg, true
 	case lease.Refused:
+		if v.Probe {
+			c.probeLocked(l, owner, (*c.addrs.Load())[owner]) // answer before the denial ends
+		}
 		for i := range refs {
 			out[i] = gcra.Result{RetryAfter: v.RetryAfter}
 		}
@@ -98,24 +101,8 @@ func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner
 // per refresh, not a hop per request.
 func (c *Cluster) awaitLease(ctx context.Context, l *leases, owner string) bool {
 	addr := (*c.addrs.Load())[owner]
-	if addr == "" {
+	if !c.probeLocked(l, owner, addr) {
 		return false
-	}
-	if !l.h.InFlight(owner) {
-		if c.deps.Breakers != nil && c.deps.Breakers.Get(addr).State() == breaker.Open {
-			return false // forwarding fails fast; a probe would wait it out
-		}
-		r, ok := l.h.Probe(owner, l.monoNow())
-		if !ok {
-			return false
-		}
-		select {
-		case <-l.stop:
-			l.h.Abandon(owner, r.Seq) // shutting down: send nothing new
-			return false
-		default:
-		}
-		l.probes.Go(func() { c.sendRefresh(context.Background(), l, r) })
 	}
 	ch := l.settled[owner]
 	if ch == nil {
@@ -138,6 +125,31 @@ func (c *Cluster) awaitLease(ctx context.Context, l *leases, owner string) bool 
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// probeLocked sends a probe (lease.Holder.Probe) to owner at addr in the
+// background, unless a refresh to it is in flight already, and reports
+// whether one is in flight now. It sends none while leases shut down, to
+// an owner without an address, or to one whose breaker is open: a
+// forward fails fast then, where a probe would wait out its timeout.
+// l.hmu must be held.
+func (c *Cluster) probeLocked(l *leases, owner, addr string) bool {
+	if l.h.InFlight(owner) {
+		return true
+	}
+	if addr == "" || (c.deps.Breakers != nil && c.deps.Breakers.Get(addr).State() == breaker.Open) {
+		return false
+	}
+	select {
+	case <-l.stop:
+		return false
+	default:
+	}
+	r, ok := l.h.Probe(owner, l.monoNow())
+	if ok {
+		l.probes.Go(func() { c.sendRefresh(context.Background(), l, r) })
+	}
+	return ok
 }
 
 // noteLeaseDenials remembers the owner's denials of a forwarded leasable

@@ -94,6 +94,9 @@ func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
 	if got := lc.metric(p, "weir_lease_rpcs_total", "result", "ok"); got != 1 {
 		t.Fatalf("lease RPCs %v, want 1", got)
 	}
+	if got := lc.metric(p, "weir_lease_waits_total", "limit", "hot"); got < 1 || got > 50 {
+		t.Fatalf("waits %v, want 1..50", got)
+	}
 }
 
 // Waiting for a probe never outlasts the caller's deadline: with the owner

@@ -87,12 +87,20 @@ type Verdict struct {
 	// RetryAfter, when Refused, is in nanoseconds and never earlier than
 	// the owner's own answer implied.
 	RetryAfter int64
+	// Probe, when Refused, asks the caller to send Probe to the keys'
+	// owner now: a saturated key's denial ends within about one round trip
+	// to the owner, so the next answer arrives about when it ends and the
+	// requests after it need not wait (see Holder.Probe).
+	Probe bool
 }
 
 // HolderStats are a Holder's cumulative counts for one limit, for metrics.
 // A request counts once for each of its limits.
 type HolderStats struct {
 	Spends, Refusals, Forwards int64
+	// Waits counts requests that Spend answered Await (each is counted
+	// again by its final outcome).
+	Waits int64
 	// Unit counts: received in grants, spent, given back in refreshes,
 	// left unspent at expiry (stranded), and given back in refreshes
 	// that failed (stranded at the owner instead).
@@ -112,6 +120,7 @@ type Holder struct {
 	keys     map[string]*held
 	seq      uint64
 	inflight map[string]*pending     // by owner
+	rtt      map[string]int64        // by owner: smoothed refresh round trip
 	stats    map[string]*HolderStats // by Ref.Label
 	ignored  int64
 }
@@ -144,7 +153,8 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), stats: make(map[string]*HolderStats)}, nil
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), rtt: make(map[string]int64),
+		stats: make(map[string]*HolderStats)}, nil
 }
 
 // Stats returns the cumulative counts per limit label (Ref.Label).
@@ -241,6 +251,11 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 		}
 	}
 	if await {
+		for _, k := range ks {
+			if demand { // a first Spend: a Resume was counted already
+				h.stat(k.ref.Label).Waits++
+			}
+		}
 		return Verdict{Outcome: Await}, nil
 	}
 	if payable {
@@ -252,10 +267,12 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 		}
 		return Verdict{Outcome: Spent}, nil
 	}
+	probe := false
 	for _, k := range ks {
 		h.stat(k.ref.Label).Refusals++
+		probe = probe || (k.units < cost && h.inflight[k.ref.Owner] == nil && h.due(k, now))
 	}
-	return Verdict{Outcome: Refused, RetryAfter: retry}, nil
+	return Verdict{Outcome: Refused, RetryAfter: retry, Probe: probe}, nil
 }
 
 // forward counts a forward for every key of a request.

@@ -120,9 +120,11 @@ func TestHolder_Spend_refusesFromTheOwnersLastDenial(t *testing.T) {
 		keys      []string
 		want      Verdict
 	}{
-		{t0 + 699*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
-		{t0 + 699*us, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1*us + 2*1000*us}},
-		{t0 + 699*us, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
+		{t0 + 499*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 201 * us}},
+		// Within one round trip (200us, this refresh's) of the end: probe.
+		{t0 + 699*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 * us, Probe: true}},
+		{t0 + 699*us, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1*us + 2*1000*us, Probe: true}},
+		{t0 + 699*us, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us, Probe: true}},
 		{t0 + 699*us, 1, []string{"a", "c"}, Verdict{Outcome: Forward}}, // c unknown to the owner's answer
 		{t0 + 699*us, 21, []string{"a"}, Verdict{Outcome: Forward}},     // beyond the burst: the owner says so
 		// Past the denial, a saturated key awaits a refresh (Probe) rather
@@ -340,7 +342,9 @@ func TestHolder_saturatedKeyAwaitsAProbe(t *testing.T) {
 		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Spent}},
 		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Spent}},
 		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 700 * us}},
-		{t0 + 999*us, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
+		{t0 + 799*us, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 201 * us}},
+		// One round trip (200us) before one unit fits: refused, and probe.
+		{t0 + 800*us, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 200 * us, Probe: true}},
 		{t0 + 1000*us, []string{"a", "b"}, Verdict{Outcome: Await}},
 	}
 	for i, s := range steps {

@@ -11,9 +11,21 @@ func (h *Holder) wants(k *held, now int64) bool {
 }
 
 // asks reports whether k, holding no lease, should ask for one at now: it
-// wants one and the owner's last denial, cap or busy answer has passed.
+// wants one and the owner's last denial (see askAt), cap or busy answer
+// has passed.
 func (h *Holder) asks(k *held, now int64) bool {
-	return h.wants(k, now) && now >= k.deniedUntil && now >= k.quietUntil
+	return h.wants(k, now) && now >= h.askAt(k) && now >= k.quietUntil
+}
+
+// askAt is when k may ask its owner again after the owner's last denial:
+// when one unit fits, or, for a saturated key, one smoothed round trip
+// before, so that the answer arrives about when the denial ends. An
+// answer that comes early is a shorter denial, never a wrong one.
+func (h *Holder) askAt(k *held) int64 {
+	if k.saturated {
+		return k.deniedUntil - h.rtt[k.ref.Owner]
+	}
+	return k.deniedUntil
 }
 
 // due reports whether k needs a refresh at now: its lease is close to its
@@ -24,7 +36,7 @@ func (h *Holder) due(k *held, now int64) bool {
 		// Used up: ask again once the owner's last answer lets one unit
 		// fit (a grant at the key's edge says when).
 		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) ||
-			(k.units == 0 && h.wants(k, now) && now >= k.deniedUntil)
+			(k.units == 0 && h.wants(k, now) && now >= h.askAt(k))
 	}
 	return h.asks(k, now)
 }
@@ -114,6 +126,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		return false, nil
 	}
 	delete(h.inflight, r.Owner)
+	h.observe(r.Owner, now-p.sent)
 	if len(r.Answers) != len(p.keys) {
 		h.lose(p)
 		return false, fmt.Errorf("%w: reply from %s has %d answers for %d items", ErrInvalidRequest, r.Owner, len(r.Answers), len(p.keys))
@@ -138,6 +151,15 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// observe folds a refresh round trip to owner into its smoothed estimate
+// (gain 1/8, as TCP's).
+func (h *Holder) observe(owner string, rtt int64) {
+	if old, ok := h.rtt[owner]; ok {
+		rtt = old + (rtt-old)/8
+	}
+	h.rtt[owner] = max(rtt, 0)
 }
 
 // Abandon gives up on refresh seq to owner (the call failed or timed out):
