@@ -231,9 +231,16 @@ func (c *Cluster) sendRefresh(ctx context.Context, l *leases, r lease.Refresh) {
 	reply := lease.Reply{Owner: r.Owner, Seq: r.Seq, Answers: make([]lease.Answer, len(answers))}
 	for i, a := range answers {
 		reply.Answers[i] = a.Answer
-		if a.NotOwner != "" || a.Err != nil {
+		switch {
+		case a.NotOwner != "":
 			// Nothing granted: forward for a while, as after a busy answer.
 			reply.Answers[i] = lease.Answer{Outcome: lease.Busy}
+		case a.Err != nil:
+			// The owner failed (most often its write-through timed out on
+			// a slow Redis) and revoked what it granted: it holds no lease
+			// of ours, so ask again after a tick, not 40% of a TTL, for
+			// every request forwarded meanwhile costs a hop.
+			reply.Answers[i] = lease.Answer{Outcome: lease.Busy, RetryAfter: l.cfg.Tick.Nanoseconds()}
 		}
 	}
 	if _, err := l.h.Apply(reply, l.monoNow()); err != nil {

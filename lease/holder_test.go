@@ -389,6 +389,26 @@ func TestHolder_saturatedKeyAwaitsAProbe(t *testing.T) {
 
 // A key whose grant left room (not saturated) is forwarded when its lease
 // is used up, as before: only saturated keys await a refresh.
+func TestHolder_Apply_busyWithRetryAfterShortensThePause(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a", "b")
+	r, _ := h.Refresh("o", t0)
+	rep := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Busy}, {Outcome: Busy, RetryAfter: 10_000 * us}}}
+	if _, err := h.Apply(rep, t0); err != nil {
+		t.Fatal(err)
+	}
+	// a pauses 40% of its 100ms TTL; b only the 10ms it was told.
+	for _, s := range []struct {
+		now  int64
+		want bool
+	}{{t0 + 9_999*us, false}, {t0 + 10_000*us, true}} {
+		r, ok := h.Refresh("o", s.now)
+		if ok != s.want || (ok && (len(r.Items) != 1 || r.Items[0].Key != "b")) {
+			t.Fatalf("at t0+%dus: refresh %+v, %v; want only b after 10ms", (s.now-t0)/us, r.Items, ok)
+		}
+	}
+}
+
 func TestHolder_usedUpKeyWithRoomForwards(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")

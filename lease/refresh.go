@@ -147,7 +147,11 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		case Denied:
 			k.deniedUntil, k.saturated = now+a.RetryAfter, true
 		case Capped, Busy:
-			k.quietUntil = now + int64(h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()))
+			quiet := int64(h.cfg.RefreshWhenLeft * float64(k.ref.Terms.ttlNanos()))
+			if a.RetryAfter > 0 {
+				quiet = min(quiet, a.RetryAfter)
+			}
+			k.quietUntil = now + quiet
 		}
 	}
 	return true, nil
