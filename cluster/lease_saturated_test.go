@@ -100,24 +100,27 @@ func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
 }
 
 // Waiting for a probe never outlasts the caller's deadline: with the owner
-// cut off, a request on a saturated key falls back in time.
+// cut off, a request on a saturated key waits for at most two probes and
+// then falls back, within its deadline (the limiter would answer an error
+// past it). The deadline is generous so that only a hang, not a loaded
+// machine's scheduling, can fail this.
 func TestLeases_saturatedProbeWaitKeepsTheDeadline(t *testing.T) {
 	lc := newLeaseCluster(t, 2, false)
 	owner, peers := lc.ownerAndPeers("t1")
 	p := peers[0]
 	lc.saturate(owner, p, hotKV)
 	lc.net.Partition([]string{p}, []string{owner})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d, err := lc.nodes[p].lim.Decide(ctx, limiter.Request{Descriptors: hotKV, Cost: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Fallback == nil {
+	if d.Fallback == nil || d.FromLease {
 		t.Fatalf("decided without the owner and without falling back: %+v", d)
 	}
-	if ctx.Err() != nil {
-		t.Fatal("answered after the caller's deadline")
+	if got := lc.metric(p, "weir_lease_rpcs_total", "result", "error"); got < 1 || got > 2 {
+		t.Fatalf("%v failed probes, want 1 or 2 before forwarding", got)
 	}
 	if err := lc.nodes[p].cluster.ShutdownLeases(context.Background()); err != nil {
 		t.Fatal(err)
