@@ -106,7 +106,7 @@ type leases struct {
 	// owner is answered or given up: requests on saturated keys wait on it
 	// (awaitLease). Created by the first waiter.
 	settled  map[string]chan struct{}
-	probes   sync.WaitGroup // probes sent by awaitLease
+	probes   sync.WaitGroup // probes sent by probeLocked
 	metrics  *leaseMetrics
 	stop     chan struct{}
 	done     chan struct{}

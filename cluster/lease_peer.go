@@ -280,7 +280,7 @@ func (c *Cluster) ShutdownLeases(ctx context.Context) error {
 	if l == nil {
 		return nil
 	}
-	l.hmu.Lock() // awaitLease checks stop under it before sending a probe
+	l.hmu.Lock() // probeLocked checks stop under it before sending a probe
 	l.stopOnce.Do(func() { close(l.stop) })
 	l.hmu.Unlock()
 	if l.running.Load() {
