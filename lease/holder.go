@@ -252,7 +252,7 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 	}
 	if await {
 		for _, k := range ks {
-			if demand { // a first Spend: a Resume was counted already
+			if demand { // a first Spend; a Resume's wait was counted
 				h.stat(k.ref.Label).Waits++
 			}
 		}
