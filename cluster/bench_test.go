@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/policy"
 )
 
 // BenchmarkCluster_DecideBatch_forwarded decides batches of 100 requests
@@ -52,6 +55,54 @@ func BenchmarkCluster_Decide_owner(b *testing.B) {
 		}
 		if i++; i%len(reqs) == 0 {
 			tc.clock.Add(time.Second)
+		}
+	}
+}
+
+// BenchmarkCluster_Decide_forwardedNoLeases is one decision forwarded from
+// node-0 to its owner over the in-memory network (no delay, no Redis), on
+// nodes with leases enabled under a policy that leases no limit: the
+// lease check on the forward path must cost next to nothing then.
+func BenchmarkCluster_Decide_forwardedNoLeases(b *testing.B) {
+	tc := newTestCluster(b, 2, false)
+	for name, n := range tc.nodes {
+		deps := LeaseDeps{Leaser: tc.net.Leaser(name), Policies: policy.Static(tc.pol), Incarnation: "1", Now: tc.clock.Now}
+		if err := n.cluster.EnableLeases(DefaultLeaseConfig(), deps, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	tenants, _ := tc.remoteTenants("node-0", 1000)
+	reqs := batchOf(tenants)
+	lim := tc.nodes["node-0"].lim
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := lim.Decide(ctx, reqs[i%len(reqs)]); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%len(reqs) == 0 {
+			tc.clock.Add(time.Second)
+		}
+	}
+}
+
+// BenchmarkCluster_leaseRefs_noLeases is the lease check alone that every
+// forwarded decision makes, under a policy that leases no limit.
+func BenchmarkCluster_leaseRefs_noLeases(b *testing.B) {
+	tc := newTestCluster(b, 1, false)
+	c := tc.nodes["node-0"].cluster
+	deps := LeaseDeps{Leaser: tc.net.Leaser("node-0"), Policies: policy.Static(tc.pol), Incarnation: "1", Now: tc.clock.Now}
+	if err := c.EnableLeases(DefaultLeaseConfig(), deps, nil); err != nil {
+		b.Fatal(err)
+	}
+	r := &limiter.StoreRequest{Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:u1", "weir:{t1}:per-tenant:t1"},
+		Limits: []gcra.Limit{{Interval: 20_000_000, Burst: 5}, {Interval: 10_000_000, Burst: 20}}, Cost: 1}
+	var buf [8]lease.Ref
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := c.leaseRefs(c.leases, r, "node-1", buf[:0]); ok {
+			b.Fatal("leasable under a policy without leases")
 		}
 	}
 }

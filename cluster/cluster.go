@@ -198,7 +198,7 @@ func (c *Cluster) Decide(ctx context.Context, r *limiter.StoreRequest, out []gcr
 		}
 		return agg, err
 	}
-	if agg, ok := c.spendLease(r, owner, out); ok {
+	if agg, ok := c.spendLease(ctx, r, owner, out); ok {
 		return agg, nil
 	}
 	// Copies: a forward that times out may still be queued or sent after

@@ -93,15 +93,20 @@ type LeaseDeps struct {
 // leases is a node's lease state. Lock order: a memstore shard lock, then
 // gmu; hmu is never held with either.
 type leases struct {
-	cfg      LeaseConfig
-	deps     LeaseDeps
-	born     time.Time
-	gmu      sync.Mutex // guards g
-	g        *lease.Grantor
-	active   atomic.Int64 // g.Keys(), read without gmu by decisions
-	hmu      sync.Mutex   // guards h and lastSweep
-	h        *lease.Holder
-	swept    int64 // holder time of the last sweep
+	cfg    LeaseConfig
+	deps   LeaseDeps
+	born   time.Time
+	gmu    sync.Mutex // guards g
+	g      *lease.Grantor
+	active atomic.Int64 // g.Keys(), read without gmu by decisions
+	hmu    sync.Mutex   // guards h, swept and settled
+	h      *lease.Holder
+	swept  int64 // holder time of the last sweep
+	// settled, by owner, is closed when the refresh in flight to that
+	// owner is answered or given up: requests on saturated keys wait on it
+	// (awaitLease). Created by the first waiter.
+	settled  map[string]chan struct{}
+	probes   sync.WaitGroup // probes sent by probeLocked
 	metrics  *leaseMetrics
 	stop     chan struct{}
 	done     chan struct{}
@@ -131,7 +136,8 @@ func (c *Cluster) EnableLeases(cfg LeaseConfig, deps LeaseDeps, reg prometheus.R
 	if err != nil {
 		return err
 	}
-	l := &leases{cfg: cfg, deps: deps, born: deps.Now(), g: g, h: h, stop: make(chan struct{}), done: make(chan struct{})}
+	l := &leases{cfg: cfg, deps: deps, born: deps.Now(), g: g, h: h, settled: make(map[string]chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if l.metrics, err = newLeaseMetrics(reg, l); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ type leaseMetrics struct {
 	l      *leases
 	units  *prometheus.Desc
 	decs   *prometheus.Desc
+	waits  *prometheus.Desc
 	grants *prometheus.CounterVec
 	rpcs   *prometheus.CounterVec
 }
@@ -26,6 +27,9 @@ func newLeaseMetrics(reg prometheus.Registerer, l *leases) (*leaseMetrics, error
 		decs: prometheus.NewDesc("weir_lease_decisions_total",
 			"Decisions of leasable limits at a non-owner by outcome: spent (admitted from leases), refused (denied from the owner's last denial), forwarded (asked the owner). Lease hit ratio = (spent + refused) / all.",
 			[]string{"limit", "outcome"}, nil),
+		waits: prometheus.NewDesc("weir_lease_waits_total",
+			"Requests on saturated leasable keys at a non-owner that waited for a lease refresh to the owner (one refresh answers all that wait) instead of forwarding; each is also counted in weir_lease_decisions_total by how it ended.",
+			[]string{"limit"}, nil),
 		grants: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_lease_grants_total",
 			Help: "Lease requests an owner answered, by limit and outcome (granted, denied, capped, busy, settled, not_owner, error).",
@@ -49,6 +53,7 @@ func newLeaseMetrics(reg prometheus.Registerer, l *leases) (*leaseMetrics, error
 func (m *leaseMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.units
 	ch <- m.decs
+	ch <- m.waits
 }
 
 // Collect implements prometheus.Collector for the ledger counts.
@@ -76,6 +81,7 @@ func (m *leaseMetrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.decs, s.Spends, limit, "spent")
 		counter(m.decs, s.Refusals, limit, "refused")
 		counter(m.decs, s.Forwards, limit, "forwarded")
+		counter(m.waits, s.Waits, limit)
 	}
 }
 

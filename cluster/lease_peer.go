@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/limiter"
@@ -22,12 +23,12 @@ func (c *Cluster) leaseRefs(l *leases, r *limiter.StoreRequest, owner string, re
 		return refs, false
 	}
 	p := l.deps.Policies.Current()
-	if p == nil {
-		return refs, false
+	if p == nil || !p.Leases() {
+		return refs, false // no key to look up: most policies lease nothing
 	}
 	nodes := c.Members()
 	for i, key := range r.Keys {
-		lim := p.LimitForKey(key)
+		lim := p.LimitOfKey(key)
 		if lim == nil || lim.Lease == nil || lim.Shadow || lim.Consistency != policy.ConsistencyFast ||
 			lease.CheckLeasable(r.Limits[i], *lim.Lease, nodes) != nil {
 			return refs, false
@@ -40,8 +41,10 @@ func (c *Cluster) leaseRefs(l *leases, r *limiter.StoreRequest, owner string, re
 // spendLease decides r from leases this node holds, when it can: it
 // reports false when r must be forwarded to owner as usual. A request
 // admitted from leases has every key charged; one refused is refused with
-// the owner's last denial, measured from when it arrived.
-func (c *Cluster) spendLease(r *limiter.StoreRequest, owner string, out []gcra.Result) (gcra.Result, bool) {
+// the owner's last denial, measured from when it arrived. A request on a
+// saturated key past that denial waits for one refresh to the owner (see
+// awaitLease) and is then decided from its answer.
+func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner string, out []gcra.Result) (gcra.Result, bool) {
 	l := c.leases
 	if l == nil {
 		return gcra.Result{}, false
@@ -53,11 +56,18 @@ func (c *Cluster) spendLease(r *limiter.StoreRequest, owner string, out []gcra.R
 	}
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
-	now := l.monoNow()
-	v, err := l.h.Spend(refs, r.Cost, now)
+	v, err := l.h.Spend(refs, r.Cost, l.monoNow())
+	// Two waits at most: a refresh already in flight may not carry this
+	// request's keys; the probe sent after it does.
+	for round := 0; err == nil && v.Outcome == lease.Await; round++ {
+		patient := round < 2 && c.awaitLease(ctx, l, owner)
+		v, err = l.h.Resume(refs, r.Cost, l.monoNow(), patient)
+	}
 	if err != nil {
 		return gcra.Result{}, false // the owner answers bad input as ever
 	}
+	now := l.monoNow()
+	r.FromLease = v.Outcome == lease.Spent || v.Outcome == lease.Refused
 	switch v.Outcome {
 	case lease.Spent:
 		agg := gcra.Result{Allowed: true, Remaining: -1}
@@ -69,12 +79,77 @@ func (c *Cluster) spendLease(r *limiter.StoreRequest, owner string, out []gcra.R
 		}
 		return agg, true
 	case lease.Refused:
+		if v.Probe {
+			c.probeLocked(l, owner, (*c.addrs.Load())[owner]) // answer before the denial ends
+		}
 		for i := range refs {
 			out[i] = gcra.Result{RetryAfter: v.RetryAfter}
 		}
 		return gcra.Result{RetryAfter: v.RetryAfter}, true
 	}
 	return gcra.Result{}, false
+}
+
+// awaitLease waits, with l.hmu held on entry and on return (released
+// meanwhile), until the refresh in flight to owner is answered or given
+// up, sending a probe (lease.Holder.Probe) first if none is in flight. It
+// reports false, at once, when there is nothing to wait for (leases are
+// shutting down, the owner's breaker is open, or no key is due), and when
+// the wait outlasts the caller's forward budget: the request then
+// forwards, which falls back if no time is left. One refresh answers every
+// request that waits for it, so a flood on a saturated key costs one RPC
+// per refresh, not a hop per request.
+func (c *Cluster) awaitLease(ctx context.Context, l *leases, owner string) bool {
+	addr := (*c.addrs.Load())[owner]
+	if !c.probeLocked(l, owner, addr) {
+		return false
+	}
+	ch := l.settled[owner]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.settled[owner] = ch
+	}
+	l.hmu.Unlock()
+	defer l.hmu.Lock()
+	budget, _ := c.forwardBudget(ctx, addr, time.Now())
+	if budget <= 0 {
+		return false
+	}
+	t := time.NewTimer(budget)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// probeLocked sends a probe (lease.Holder.Probe) to owner at addr in the
+// background, unless a refresh to it is in flight already, and reports
+// whether one is in flight now. It sends none while leases shut down, to
+// an owner without an address, or to one whose breaker is open: a
+// forward fails fast then, where a probe would wait out its timeout.
+// l.hmu must be held.
+func (c *Cluster) probeLocked(l *leases, owner, addr string) bool {
+	if l.h.InFlight(owner) {
+		return true
+	}
+	if addr == "" || (c.deps.Breakers != nil && c.deps.Breakers.Get(addr).State() == breaker.Open) {
+		return false
+	}
+	select {
+	case <-l.stop:
+		return false
+	default:
+	}
+	r, ok := l.h.Probe(owner, l.monoNow())
+	if ok {
+		l.probes.Go(func() { c.sendRefresh(context.Background(), l, r) })
+	}
+	return ok
 }
 
 // noteLeaseDenials remembers the owner's denials of a forwarded leasable
@@ -145,6 +220,10 @@ func (c *Cluster) sendRefresh(ctx context.Context, l *leases, r lease.Refresh) {
 	l.metrics.rpc(err)
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
+	if ch := l.settled[r.Owner]; ch != nil {
+		close(ch) // wake the requests that await this refresh (awaitLease)
+		delete(l.settled, r.Owner)
+	}
 	if err != nil {
 		l.h.Abandon(r.Owner, r.Seq)
 		return
@@ -152,9 +231,16 @@ func (c *Cluster) sendRefresh(ctx context.Context, l *leases, r lease.Refresh) {
 	reply := lease.Reply{Owner: r.Owner, Seq: r.Seq, Answers: make([]lease.Answer, len(answers))}
 	for i, a := range answers {
 		reply.Answers[i] = a.Answer
-		if a.NotOwner != "" || a.Err != nil {
+		switch {
+		case a.NotOwner != "":
 			// Nothing granted: forward for a while, as after a busy answer.
 			reply.Answers[i] = lease.Answer{Outcome: lease.Busy}
+		case a.Err != nil:
+			// The owner failed (most often its write-through timed out on
+			// a slow Redis) and revoked what it granted: it holds no lease
+			// of ours, so ask again after a tick, not 40% of a TTL, for
+			// every request forwarded meanwhile costs a hop.
+			reply.Answers[i] = lease.Answer{Outcome: lease.Busy, RetryAfter: l.cfg.Tick.Nanoseconds()}
 		}
 	}
 	if _, err := l.h.Apply(reply, l.monoNow()); err != nil {
@@ -186,19 +272,28 @@ func (c *Cluster) RunLeases(ctx context.Context) {
 	}
 }
 
-// ShutdownLeases stops RunLeases and waits for it, or for ctx. Units still
-// held strand at their owners until their leases expire. Idempotent.
+// ShutdownLeases stops RunLeases and the probes of saturated keys and waits
+// for them, or for ctx. Units still held strand at their owners until their
+// leases expire. Idempotent.
 func (c *Cluster) ShutdownLeases(ctx context.Context) error {
 	l := c.leases
 	if l == nil {
 		return nil
 	}
+	l.hmu.Lock() // probeLocked checks stop under it before sending a probe
 	l.stopOnce.Do(func() { close(l.stop) })
-	if !l.running.Load() {
-		return nil
+	l.hmu.Unlock()
+	if l.running.Load() {
+		select {
+		case <-l.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	probes := make(chan struct{})
+	go func() { l.probes.Wait(); close(probes) }() // ends within RPCTimeout
 	select {
-	case <-l.done:
+	case <-probes:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -224,6 +224,14 @@ func TestLeases_failedWriteThroughRevokes(t *testing.T) {
 	if got := lc.metric(owner, "weir_lease_units_total", "limit", "hot", "event", "credited"); got <= credited {
 		t.Fatalf("credited %v units, no more than the %v before: the revoked grant was not credited", got, credited)
 	}
+	// The owner holds no lease of the peer's: it asks again a tick later,
+	// not after 40% of a TTL of forwarding.
+	lc.clock.Add(DefaultLeaseConfig().Tick)
+	lc.decide(p, hotKV)
+	lc.tick()
+	if got := lc.metric(owner, "weir_lease_grants_total", "limit", "hot", "outcome", "error"); got != 2 {
+		t.Fatalf("error answers %v a tick after the first, want 2: the peer did not ask again", got)
+	}
 }
 
 // RunLeases ticks until ShutdownLeases, which waits for it and may be

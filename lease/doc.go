@@ -17,7 +17,9 @@
 //   - [Holder] is the peer's side: units held per key, demand per key,
 //     the owner's last denial per key. [Holder.Spend] takes units from
 //     every key of a request or from none; [Holder.Due], [Holder.Refresh]
-//     and [Holder.Apply] run one batched refresh per owner.
+//     and [Holder.Apply] run one batched refresh per owner; on a saturated
+//     key [Holder.Probe] sends one between ticks that waiting requests
+//     share ([Holder.Resume]).
 //
 // [CheckLeasable] says whether a limit may be leased at all (burst at least
 // MinBurstPerNode × nodes) and why not, for `weir policy check`.
@@ -32,7 +34,10 @@
 //
 // and on the peer, under its own lock:
 //
-//	v, _ := holder.Spend(refs, cost, now) // Spent, Refused or Forward
+//	v, _ := holder.Spend(refs, cost, now) // Spent, Refused, Await or Forward
+//	// Await: a saturated key; send holder.Probe(owner, now) unless a
+//	// refresh is in flight, wait for its answer, then holder.Resume.
+//	// Refused with v.Probe: send holder.Probe now, without waiting.
 //	for _, owner := range holder.Due(now) {
 //		r, _ := holder.Refresh(owner, now) // send r; then
 //		holder.Apply(reply, later)         // or holder.Abandon(owner, r.Seq)

@@ -304,6 +304,12 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlNanos() + g.cfg.Grace.Nanoseconds()}
 	b.insert(l)
 	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlNanos()
+	// A grant that leaves the key at its edge says when the next unit
+	// fits, as a denial would: the peer refuses locally until then once it
+	// has spent the grant, instead of forwarding each request of a
+	// saturated key.
+	next, _ := gcra.Decide(max(res.TAT, floorAt(now, held+n, b.interval)), now, req.Limit, 1)
+	ans.RetryAfter = next.RetryAfter
 	st.Grants++
 	st.GrantedUnits += n
 	return ans

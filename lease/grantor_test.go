@@ -55,8 +55,11 @@ func TestGrantor_Grant_sizesAndFits(t *testing.T) {
 		{"rested key, demand over a TTL", 0, 40, Answer{Outcome: Granted, Units: 4, TAT: t0 + 4000*us}},
 		{"tiny demand still gets one unit", 0, 0.001, Answer{Outcome: Granted, Units: 1, TAT: t0 + 1000*us}},
 		{"demand above max gets max", 0, 1e6, Answer{Outcome: Granted, Units: 8, TAT: t0 + 8000*us}},
-		{"only three fit: largest that fits", t0 + 17_000*us, 1e6, Answer{Outcome: Granted, Units: 3, TAT: t0 + 20_000*us}},
-		{"exactly one fits", t0 + 19_000*us, 1e6, Answer{Outcome: Granted, Units: 1, TAT: t0 + 20_000*us}},
+		// A grant that leaves the key at its edge says when the next unit fits.
+		{"only three fit: largest that fits", t0 + 17_000*us, 1e6, Answer{Outcome: Granted, Units: 3, TAT: t0 + 20_000*us, RetryAfter: 1000 * us}},
+		{"exactly one fits", t0 + 19_000*us, 1e6, Answer{Outcome: Granted, Units: 1, TAT: t0 + 20_000*us, RetryAfter: 1000 * us}},
+		{"all asked fit, one unit of room left", t0 + 11_000*us, 1e6, Answer{Outcome: Granted, Units: 8, TAT: t0 + 19_000*us}},
+		{"seven and a half fit: next unit in 500µs", t0 + 12_500*us, 1e6, Answer{Outcome: Granted, Units: 7, TAT: t0 + 19_500*us, RetryAfter: 500 * us}},
 		{"one fits 1µs later: exact retry", t0 + 19_001*us, 1e6, Answer{Outcome: Denied, RetryAfter: 1 * us, TAT: t0 + 19_001*us}},
 		{"saturated: retry of one unit", t0 + 20_000*us, 1e6, Answer{Outcome: Denied, RetryAfter: 1000 * us, TAT: t0 + 20_000*us}},
 		{"zero demand asks for nothing", 0, 0, Answer{Outcome: Settled, TAT: 0}},

@@ -74,6 +74,11 @@ const (
 	Spent
 	// Refused: denied locally from the owner's last denial; RetryAfter set.
 	Refused
+	// Await: a saturated key's denial has passed and a refresh to its
+	// owner is in flight or due. The caller waits for that refresh (Probe
+	// sends one if none is in flight) and then calls Resume, instead of
+	// forwarding: one refresh answers every request that waits for it.
+	Await
 )
 
 // Verdict is the answer to a Spend.
@@ -82,12 +87,20 @@ type Verdict struct {
 	// RetryAfter, when Refused, is in nanoseconds and never earlier than
 	// the owner's own answer implied.
 	RetryAfter int64
+	// Probe, when Refused, asks the caller to send Probe to the keys'
+	// owner now: a saturated key's denial ends within about one round trip
+	// to the owner, so the next answer arrives about when it ends and the
+	// requests after it need not wait (see Holder.Probe).
+	Probe bool
 }
 
 // HolderStats are a Holder's cumulative counts for one limit, for metrics.
 // A request counts once for each of its limits.
 type HolderStats struct {
 	Spends, Refusals, Forwards int64
+	// Waits counts requests that Spend answered Await (each is counted
+	// again by its final outcome).
+	Waits int64
 	// Unit counts: received in grants, spent, given back in refreshes,
 	// left unspent at expiry (stranded), and given back in refreshes
 	// that failed (stranded at the owner instead).
@@ -107,6 +120,7 @@ type Holder struct {
 	keys     map[string]*held
 	seq      uint64
 	inflight map[string]*pending     // by owner
+	rtt      map[string]int64        // by owner: smoothed refresh round trip
 	stats    map[string]*HolderStats // by Ref.Label
 	ignored  int64
 }
@@ -121,6 +135,10 @@ type held struct {
 	seen        int64
 	deniedUntil int64 // the owner's last denial: one unit fits from then
 	quietUntil  int64 // after capped or busy: do not ask before
+	// saturated: the owner's last answer on the key was a denial, or a
+	// grant that left it at its edge. Requests past deniedUntil then await
+	// a refresh rather than forward one by one.
+	saturated bool
 }
 
 type pending struct {
@@ -135,7 +153,8 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), stats: make(map[string]*HolderStats)}, nil
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), rtt: make(map[string]int64),
+		stats: make(map[string]*HolderStats)}, nil
 }
 
 // Stats returns the cumulative counts per limit label (Ref.Label).
@@ -185,34 +204,59 @@ func (h *Holder) demand(k *held, now int64) float64 {
 // is recorded. If every key holds at least cost units under a live lease,
 // all are charged and the verdict is Spent; if every key either could pay or
 // is under the owner's last denial, none is charged and the verdict is
-// Refused with the largest retry-after; otherwise nothing is charged and the
+// Refused with the largest retry-after. If, besides those, some key is
+// saturated and past its denial with a refresh to its owner in flight or
+// due, the verdict is Await: nothing is charged, and the caller waits for
+// that refresh and calls Resume. Otherwise nothing is charged and the
 // caller forwards the request to the owner (then tells NoteDenial about any
 // denial). Bad input gets an error wrapping ErrInvalidRequest and changes
 // nothing.
 func (h *Holder) Spend(refs []Ref, cost, now int64) (Verdict, error) {
+	return h.spend(refs, cost, now, true, true)
+}
+
+// Resume decides again a request whose Spend answered Await, once the
+// refresh it waited for was answered or given up (or the caller's patience
+// ran out), without counting its demand twice. With mayWait false it never
+// answers Await: Forward instead.
+func (h *Holder) Resume(refs []Ref, cost, now int64, mayWait bool) (Verdict, error) {
+	return h.spend(refs, cost, now, false, mayWait)
+}
+
+func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdict, error) {
 	if err := checkSpend(refs, cost); err != nil {
 		return Verdict{}, err
 	}
 	var buf [8]*held // a request's limits, without allocating
 	ks := buf[:0]
 	for _, r := range refs {
-		ks = append(ks, h.track(r, cost, now))
+		ks = append(ks, h.track(r, cost, now, demand))
 	}
-	payable := true
+	payable, await := true, false
 	var retry int64
 	for _, k := range ks {
 		if k.units >= cost && now < k.expires {
 			continue
 		}
 		payable = false
-		if now < k.deniedUntil && cost <= k.ref.Limit.Burst {
+		switch {
+		case cost > k.ref.Limit.Burst:
+			return h.forward(ks), nil // the owner says so, distinctly
+		case now < k.deniedUntil:
 			retry = max(retry, k.deniedUntil-now+(cost-1)*k.ref.Limit.Interval)
-		} else {
-			for _, k := range ks {
-				h.stat(k.ref.Label).Forwards++
-			}
-			return Verdict{Outcome: Forward}, nil
+		case mayWait && h.awaits(k, now):
+			await = true
+		default:
+			return h.forward(ks), nil
 		}
+	}
+	if await {
+		for _, k := range ks {
+			if demand { // a first Spend; a Resume's wait was counted
+				h.stat(k.ref.Label).Waits++
+			}
+		}
+		return Verdict{Outcome: Await}, nil
 	}
 	if payable {
 		for _, k := range ks {
@@ -223,10 +267,27 @@ func (h *Holder) Spend(refs []Ref, cost, now int64) (Verdict, error) {
 		}
 		return Verdict{Outcome: Spent}, nil
 	}
+	probe := false
 	for _, k := range ks {
 		h.stat(k.ref.Label).Refusals++
+		probe = probe || (k.units < cost && h.inflight[k.ref.Owner] == nil && h.due(k, now))
 	}
-	return Verdict{Outcome: Refused, RetryAfter: retry}, nil
+	return Verdict{Outcome: Refused, RetryAfter: retry, Probe: probe}, nil
+}
+
+// forward counts a forward for every key of a request.
+func (h *Holder) forward(ks []*held) Verdict {
+	for _, k := range ks {
+		h.stat(k.ref.Label).Forwards++
+	}
+	return Verdict{Outcome: Forward}
+}
+
+// awaits reports whether a request on k, which cannot pay and is past the
+// owner's last denial, should wait for a refresh instead of forwarding: k
+// is saturated and a refresh to its owner is in flight or due.
+func (h *Holder) awaits(k *held, now int64) bool {
+	return k.saturated && (h.inflight[k.ref.Owner] != nil || h.due(k, now))
 }
 
 func checkSpend(refs []Ref, cost int64) error {
@@ -251,16 +312,18 @@ func checkSpend(refs []Ref, cost int64) error {
 }
 
 // track returns r's record, creating or updating it, with cost added to
-// its demand and an expired lease written off.
-func (h *Holder) track(r Ref, cost, now int64) *held {
+// its demand if demand is set and an expired lease written off.
+func (h *Holder) track(r Ref, cost, now int64, demand bool) *held {
 	k := h.keys[r.Key]
 	if k == nil {
 		k = &held{seen: now}
 		h.keys[r.Key] = k
 	}
 	k.ref = r
-	k.rate = h.demand(k, now) + float64(cost)*math.Ln2/h.cfg.HalfLife.Seconds()
-	k.seen = max(k.seen, now)
+	if demand {
+		k.rate = h.demand(k, now) + float64(cost)*math.Ln2/h.cfg.HalfLife.Seconds()
+		k.seen = max(k.seen, now)
+	}
 	h.expire(k, now)
 	return k
 }
@@ -284,4 +347,5 @@ func (h *Holder) NoteDenial(key string, retryAfter, cost, now int64) {
 		return
 	}
 	k.deniedUntil = now + retryAfter - (cost-1)*k.ref.Limit.Interval
+	k.saturated = true
 }

@@ -120,12 +120,16 @@ func TestHolder_Spend_refusesFromTheOwnersLastDenial(t *testing.T) {
 		keys      []string
 		want      Verdict
 	}{
-		{t0 + 699*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
-		{t0 + 699*us, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1*us + 2*1000*us}},
-		{t0 + 699*us, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us}},
+		{t0 + 499*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 201 * us}},
+		// Within one round trip (200us, this refresh's) of the end: probe.
+		{t0 + 699*us, 1, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1 * us, Probe: true}},
+		{t0 + 699*us, 3, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 1*us + 2*1000*us, Probe: true}},
+		{t0 + 699*us, 1, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 1 * us, Probe: true}},
 		{t0 + 699*us, 1, []string{"a", "c"}, Verdict{Outcome: Forward}}, // c unknown to the owner's answer
 		{t0 + 699*us, 21, []string{"a"}, Verdict{Outcome: Forward}},     // beyond the burst: the owner says so
-		{t0 + 700*us, 1, []string{"a"}, Verdict{Outcome: Forward}},
+		// Past the denial, a saturated key awaits a refresh (Probe) rather
+		// than forwarding; a key that was never denied is forwarded.
+		{t0 + 700*us, 1, []string{"a"}, Verdict{Outcome: Await}},
 	}
 	for _, tt := range tests {
 		if got := spend(t, h, tt.cost, tt.now, tt.keys...); got != tt.want {
@@ -146,12 +150,12 @@ func TestHolder_NoteDenial_convertsTheRetryToOneUnit(t *testing.T) {
 	if v := spend(t, h, 1, t0+499*us, "a"); v != (Verdict{Outcome: Refused, RetryAfter: 1 * us}) {
 		t.Fatalf("got %+v", v)
 	}
-	if v := spend(t, h, 1, t0+500*us, "a"); v.Outcome != Forward {
+	if v := spend(t, h, 1, t0+500*us, "a"); v.Outcome != Await {
 		t.Fatalf("got %+v", v)
 	}
 	h.NoteDenial("a", 1500, 3, t0) // the last answer: one unit already fits
 	h.NoteDenial("unknown", 1500, 1, t0)
-	if v := spend(t, h, 1, t0+100*us, "a"); v.Outcome != Forward {
+	if v := spend(t, h, 1, t0+100*us, "a"); v.Outcome != Await {
 		t.Fatalf("got %+v", v)
 	}
 }
@@ -312,5 +316,107 @@ func TestHolder_Spend_doesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Spend allocates %v times per call", allocs)
+	}
+}
+
+// A grant that leaves the key at its edge is spent, then the key is
+// refused until the owner's next unit (measured from the reply's arrival),
+// then awaits a refresh: Probe carries only the due keys, and Resume after
+// its reply spends the new grant without counting the demand again.
+func TestHolder_saturatedKeyAwaitsAProbe(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a", "b")
+	r, _ := h.Refresh("o", t0)
+	rep := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{
+		{Outcome: Granted, Units: 2, Grantor: "o", Lease: 1, TTL: terms.ttlNanos(), RetryAfter: 800 * us}, // a: at the edge
+		{Outcome: Granted, Units: 5, Grantor: "o", Lease: 2, TTL: terms.ttlNanos()},                       // b: room left
+	}}
+	if _, err := h.Apply(rep, t0+200*us); err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		now  int64
+		keys []string
+		want Verdict
+	}{
+		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Spent}},
+		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Spent}},
+		{t0 + 300*us, []string{"a"}, Verdict{Outcome: Refused, RetryAfter: 700 * us}},
+		{t0 + 799*us, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 201 * us}},
+		// One round trip (200us) before one unit fits: refused, and probe.
+		{t0 + 800*us, []string{"a", "b"}, Verdict{Outcome: Refused, RetryAfter: 200 * us, Probe: true}},
+		{t0 + 1000*us, []string{"a", "b"}, Verdict{Outcome: Await}},
+	}
+	for i, s := range steps {
+		if got := spend(t, h, 1, s.now, s.keys...); got != s.want {
+			t.Fatalf("step %d at t0+%dus: got %+v, want %+v", i, (s.now-t0)/us, got, s.want)
+		}
+	}
+	if h.Units("b", t0+1000*us) != 5 {
+		t.Fatal("refused or awaiting composites consumed units of b")
+	}
+	if !h.InFlight("o") {
+		p, ok := h.Probe("o", t0+1000*us)
+		if !ok || len(p.Items) != 1 || p.Items[0].Key != "a" || p.Items[0].Return.Lease != 1 {
+			t.Fatalf("probe %+v, %v: want only a, returning lease 1", p, ok)
+		}
+		demand := h.Demand("a", t0+1000*us)
+		if _, err := h.Apply(Reply{Owner: "o", Seq: p.Seq, Answers: []Answer{{Outcome: Granted, Units: 1, Grantor: "o", Lease: 3, TTL: terms.ttlNanos(), RetryAfter: 1000 * us}}}, t0+1200*us); err != nil {
+			t.Fatal(err)
+		}
+		refs := []Ref{ref("a"), ref("b")}
+		if v, _ := h.Resume(refs, 1, t0+1200*us, true); v.Outcome != Spent {
+			t.Fatalf("resume after the probe: %+v", v)
+		}
+		if v, _ := h.Resume(refs, 1, t0+1200*us, true); v != (Verdict{Outcome: Refused, RetryAfter: 1000 * us}) {
+			t.Fatalf("second resume: %+v", v)
+		}
+		if got := h.Demand("a", t0+1000*us); got != demand {
+			t.Fatalf("resume counted demand: %v, was %v", got, demand)
+		}
+	} else {
+		t.Fatal("a refresh in flight before any was sent")
+	}
+	// Patience ran out: Resume without waiting forwards, and counts it.
+	before := h.Stats()["lim"].Forwards
+	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+2200*us, false); v.Outcome != Forward {
+		t.Fatalf("resume that may not wait: %+v", v)
+	}
+	if h.Stats()["lim"].Forwards != before+1 {
+		t.Fatal("the forward was not counted")
+	}
+}
+
+// A key whose grant left room (not saturated) is forwarded when its lease
+// is used up, as before: only saturated keys await a refresh.
+func TestHolder_Apply_busyWithRetryAfterShortensThePause(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a", "b")
+	r, _ := h.Refresh("o", t0)
+	rep := Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Busy}, {Outcome: Busy, RetryAfter: 10_000 * us}}}
+	if _, err := h.Apply(rep, t0); err != nil {
+		t.Fatal(err)
+	}
+	// a pauses 40% of its 100ms TTL; b only the 10ms it was told.
+	for _, s := range []struct {
+		now  int64
+		want bool
+	}{{t0 + 9_999*us, false}, {t0 + 10_000*us, true}} {
+		r, ok := h.Refresh("o", s.now)
+		if ok != s.want || (ok && (len(r.Items) != 1 || r.Items[0].Key != "b")) {
+			t.Fatalf("at t0+%dus: refresh %+v, %v; want only b after 10ms", (s.now-t0)/us, r.Items, ok)
+		}
+	}
+}
+
+func TestHolder_usedUpKeyWithRoomForwards(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a")
+	lease(t, h, t0, t0+100*us, map[string]int64{"a": 1})
+	if v := spend(t, h, 1, t0+200*us, "a"); v.Outcome != Spent {
+		t.Fatalf("got %+v", v)
+	}
+	if v := spend(t, h, 1, t0+200*us, "a"); v.Outcome != Forward {
+		t.Fatalf("used up with room at the owner: got %+v, want a forward", v)
 	}
 }

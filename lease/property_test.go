@@ -149,6 +149,18 @@ func (s *sim) request() {
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if v.Outcome == Await || v.Probe {
+		// A saturated key: probe its owner now if nothing is in flight;
+		// this request does not wait for the answer but resumes at once.
+		if r, ok := p.h.Probe(s.owner, s.now); ok {
+			s.send(simMsg{peer: node, owner: s.owner, ref: &r}, r.Seq)
+		}
+	}
+	if v.Outcome == Await {
+		if v, err = p.h.Resume(refs, cost, s.now, false); err != nil || v.Outcome == Await {
+			s.t.Fatalf("resume without waiting: %+v, %v", v, err)
+		}
+	}
 	switch v.Outcome {
 	case Spent:
 		for _, k := range keys {

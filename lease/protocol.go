@@ -77,7 +77,11 @@ type Answer struct {
 	// peer from when it sent the request.
 	TTL int64
 	// RetryAfter, when Denied, is the exact wait in nanoseconds until one
-	// unit fits, if nothing else happens.
+	// unit fits, if nothing else happens. When Granted, it is the same
+	// wait after the grant: 0 when more units fit now, > 0 when the grant
+	// left the key at its edge (the key is saturated). When Capped or
+	// Busy, > 0 shortens the peer's pause before it asks again (the
+	// default is HolderConfig.RefreshWhenLeft of the TTL).
 	RetryAfter int64
 	// Credited is how many returned units went back to the key.
 	Credited int64

@@ -11,9 +11,21 @@ func (h *Holder) wants(k *held, now int64) bool {
 }
 
 // asks reports whether k, holding no lease, should ask for one at now: it
-// wants one and the owner's last denial, cap or busy answer has passed.
+// wants one and the owner's last denial (see askAt), cap or busy answer
+// has passed.
 func (h *Holder) asks(k *held, now int64) bool {
-	return h.wants(k, now) && now >= k.deniedUntil && now >= k.quietUntil
+	return h.wants(k, now) && now >= h.askAt(k) && now >= k.quietUntil
+}
+
+// askAt is when k may ask its owner again after the owner's last denial:
+// when one unit fits, or, for a saturated key, one smoothed round trip
+// before, so that the answer arrives about when the denial ends. An
+// answer that comes early is a shorter denial, never a wrong one.
+func (h *Holder) askAt(k *held) int64 {
+	if k.saturated {
+		return k.deniedUntil - h.rtt[k.ref.Owner]
+	}
+	return k.deniedUntil
 }
 
 // due reports whether k needs a refresh at now: its lease is close to its
@@ -21,7 +33,10 @@ func (h *Holder) asks(k *held, now int64) bool {
 func (h *Holder) due(k *held, now int64) bool {
 	if k.lease != 0 && now < k.expires {
 		left := float64(k.expires - now)
-		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) || (k.units == 0 && h.wants(k, now))
+		// Used up: ask again once the owner's last answer lets one unit
+		// fit (a grant at the key's edge says when).
+		return left <= h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()) ||
+			(k.units == 0 && h.wants(k, now) && now >= h.askAt(k))
 	}
 	return h.asks(k, now)
 }
@@ -48,16 +63,27 @@ func (h *Holder) Due(now int64) []string {
 // caller sends it and passes the reply to Apply, or calls Abandon if no
 // reply comes.
 func (h *Holder) Refresh(owner string, now int64) (Refresh, bool) {
+	return h.refresh(owner, now, func(k *held) bool { return k.lease != 0 || h.asks(k, now) })
+}
+
+// Probe is Refresh for a request that Spend answered Await: it carries
+// only the keys of owner that are due, so that refreshing a saturated key
+// between ticks does not return and re-grant the owner's other leases.
+func (h *Holder) Probe(owner string, now int64) (Refresh, bool) {
+	return h.refresh(owner, now, func(k *held) bool { return h.due(k, now) })
+}
+
+// InFlight reports whether a refresh to owner awaits its reply.
+func (h *Holder) InFlight(owner string) bool { return h.inflight[owner] != nil }
+
+func (h *Holder) refresh(owner string, now int64, include func(*held) bool) (Refresh, bool) {
 	if h.inflight[owner] != nil {
 		return Refresh{}, false
 	}
 	var keys []string
 	for key, k := range h.keys {
 		h.expire(k, now)
-		if k.ref.Owner != owner {
-			continue
-		}
-		if k.lease != 0 || h.asks(k, now) {
+		if k.ref.Owner == owner && include(k) {
 			keys = append(keys, key)
 		}
 	}
@@ -100,6 +126,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		return false, nil
 	}
 	delete(h.inflight, r.Owner)
+	h.observe(r.Owner, now-p.sent)
 	if len(r.Answers) != len(p.keys) {
 		h.lose(p)
 		return false, fmt.Errorf("%w: reply from %s has %d answers for %d items", ErrInvalidRequest, r.Owner, len(r.Answers), len(p.keys))
@@ -112,15 +139,31 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		switch a.Outcome {
 		case Granted:
 			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
-			k.deniedUntil, k.quietUntil = 0, 0
+			k.deniedUntil, k.quietUntil, k.saturated = 0, 0, a.RetryAfter > 0
+			if k.saturated {
+				k.deniedUntil = now + a.RetryAfter
+			}
 			h.stat(k.ref.Label).ReceivedUnits += a.Units
 		case Denied:
-			k.deniedUntil = now + a.RetryAfter
+			k.deniedUntil, k.saturated = now+a.RetryAfter, true
 		case Capped, Busy:
-			k.quietUntil = now + int64(h.cfg.RefreshWhenLeft*float64(k.ref.Terms.ttlNanos()))
+			quiet := int64(h.cfg.RefreshWhenLeft * float64(k.ref.Terms.ttlNanos()))
+			if a.RetryAfter > 0 {
+				quiet = min(quiet, a.RetryAfter)
+			}
+			k.quietUntil = now + quiet
 		}
 	}
 	return true, nil
+}
+
+// observe folds a refresh round trip to owner into its smoothed estimate
+// (gain 1/8, as TCP's).
+func (h *Holder) observe(owner string, rtt int64) {
+	if old, ok := h.rtt[owner]; ok {
+		rtt = old + (rtt-old)/8
+	}
+	h.rtt[owner] = max(rtt, 0)
 }
 
 // Abandon gives up on refresh seq to owner (the call failed or timed out):

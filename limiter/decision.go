@@ -48,6 +48,10 @@ type Decision struct {
 	Limits []LimitDecision
 	// Fallback is non-nil when a failure policy made this decision.
 	Fallback *Fallback
+	// FromLease: this node decided the enforced limits from a lease it
+	// holds, or refused them from the owner's last answer, without asking
+	// the owner (exact; not a fallback).
+	FromLease bool
 	// PolicyVersion names the policy that decided.
 	PolicyVersion string
 }

@@ -29,6 +29,10 @@ type StoreRequest struct {
 	// Strict asks for the decision to be made by Redis rather than from an
 	// owner's memory (some limit of the composite has consistency: strict).
 	Strict bool
+	// FromLease is set by the Store, not the caller: it decided from a
+	// lease this node holds (or refused from the owner's last answer)
+	// without asking the owner. It becomes Decision.FromLease.
+	FromLease bool
 }
 
 // Store decides one composite request atomically: out[i] receives limit i's
@@ -297,6 +301,7 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 	for n, i := range idx {
 		d.Limits[i] = describe(ms[i], out[n])
 	}
+	d.FromLease = d.FromLease || req.FromLease
 	return agg, nil
 }
 

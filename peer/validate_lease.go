@@ -79,7 +79,7 @@ func (v *Validator) checkLease(it lease.Request, from string, p *policy.Policy) 
 	}
 	var l *policy.Limit
 	if p != nil {
-		l = p.LimitForKey(it.Key)
+		l = p.LimitOfKey(it.Key)
 	}
 	if l == nil || l.Lease == nil || l.Consistency != policy.ConsistencyFast {
 		return it, "lease", errors.New("the owner's policy leases no limit of this key")

@@ -115,12 +115,6 @@ func (m *Match) Leasable(nodes int) bool {
 		lease.CheckLeasable(m.Params, *l.Lease, nodes) == nil
 }
 
-// LimitForKey returns the limit of this policy that built key (see Resolve
-// for the key's shape), or nil when none did. Safe for concurrent use.
-func (p *Policy) LimitForKey(key string) *Limit {
-	l, _, ok := p.splitKey(key)
-	if !ok {
-		return nil
-	}
-	return l
-}
+// Leases reports whether any limit of this policy has lease terms: when
+// none has, no key needs LimitOfKey to find out. Safe for concurrent use.
+func (p *Policy) Leases() bool { return p.leases }

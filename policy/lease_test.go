@@ -20,6 +20,12 @@ func TestParse_lease(t *testing.T) {
 	if !ms[0].Leasable(3) || ms[0].Leasable(26) {
 		t.Errorf("Leasable(3), Leasable(26) = %v, %v; want true, false (burst 100 < 4 x 26)", ms[0].Leasable(3), ms[0].Leasable(26))
 	}
+	if !p.Leases() {
+		t.Error("Leases() = false for a policy with a lease")
+	}
+	if none := mustParse(t, "limits:\n  - {name: cold, match: [tenant], rate: 10/s, burst: 10}\n"); none.Leases() {
+		t.Error("Leases() = true for a policy without one")
+	}
 	if w := p.LeaseWarnings(3); len(w) != 0 {
 		t.Errorf("LeaseWarnings(3) = %q, want none", w)
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -125,6 +126,7 @@ func parse(source string, data []byte, digest [32]byte) (*Policy, error) {
 		return nil, err
 	}
 	p.indexParams()
+	p.leases = slices.ContainsFunc(p.Limits, func(l *Limit) bool { return l.Lease != nil })
 	p.Source = source
 	p.digest = digest
 	if p.Version == "" {

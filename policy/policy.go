@@ -95,6 +95,7 @@ type Policy struct {
 	tenants   map[string]profile  // tenants with an entry
 	tiers     map[string]profile  // by tier name
 	domains   map[string][]*Limit // Envoy RLS domain -> its limits, see envoy.go
+	leases    bool                // some limit has lease terms
 }
 
 // Limit is one limit of a Policy. Callers must not modify it.

@@ -105,6 +105,7 @@ func (r *responses) next(d limiter.Decision) *weirv1.DecideResponse {
 	out.Matched = d.Matched
 	out.TooCostly = d.TooCostly
 	out.PolicyVersion = d.PolicyVersion
+	out.FromLease = d.FromLease
 	if n := len(d.Limits); n > 0 {
 		out.Limits = r.ptrs[:n:n]
 		r.ptrs = r.ptrs[n:]

@@ -35,7 +35,7 @@ func TestFromProto(t *testing.T) {
 func TestToProto_full(t *testing.T) {
 	d := limiter.Decision{
 		Allowed: false, Matched: true, RetryAfter: 150 * time.Millisecond,
-		Remaining: 0, ResetAfter: 2 * time.Second, PolicyVersion: "v3",
+		Remaining: 0, ResetAfter: 2 * time.Second, PolicyVersion: "v3", FromLease: true,
 		Fallback: &limiter.Fallback{Mode: "local", Reason: "owner_unreachable"},
 		Limits: []limiter.LimitDecision{{
 			Name: "per-user", Key: "weir:{acme}:per-user:u7", Shadow: false, Allowed: false,
@@ -45,7 +45,7 @@ func TestToProto_full(t *testing.T) {
 	}
 	want := &weirv1.DecideResponse{
 		Allowed: false, Matched: true, RetryAfter: durationpb.New(150 * time.Millisecond),
-		ResetAfter: durationpb.New(2 * time.Second), PolicyVersion: "v3",
+		ResetAfter: durationpb.New(2 * time.Second), PolicyVersion: "v3", FromLease: true,
 		Fallback: &weirv1.Fallback{Mode: "local", Reason: "owner_unreachable"},
 		Limits: []*weirv1.LimitStatus{{
 			Name: "per-user", Key: "weir:{acme}:per-user:u7",

@@ -103,6 +103,10 @@ type DecideResponse struct {
 	Fallback *Fallback `protobuf:"bytes,8,opt,name=fallback,proto3" json:"fallback,omitempty"`
 	// Version of the policy that decided.
 	PolicyVersion string `protobuf:"bytes,9,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	// The node that answered decided from a lease its owner granted it, or
+	// refused from the owner's last answer, without asking the owner: still
+	// exact, not a fallback.
+	FromLease bool `protobuf:"varint,10,opt,name=from_lease,json=fromLease,proto3" json:"from_lease,omitempty"`
 	// Epoch of the answering node's ring (TopologyResponse.ring_epoch); zero
 	// when the node does not publish its topology. A client that routes
 	// refreshes its topology when this differs from the one it holds.
@@ -202,6 +206,13 @@ func (x *DecideResponse) GetPolicyVersion() string {
 		return x.PolicyVersion
 	}
 	return ""
+}
+
+func (x *DecideResponse) GetFromLease() bool {
+	if x != nil {
+		return x.FromLease
+	}
+	return false
 }
 
 func (x *DecideResponse) GetRingEpoch() uint64 {
@@ -742,7 +753,7 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\x9c\x03\n" +
+	"\x05_cost\"\xbb\x03\n" +
 	"\x0eDecideResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12:\n" +
 	"\vretry_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -756,6 +767,9 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"too_costly\x18\a \x01(\bR\ttooCostly\x12-\n" +
 	"\bfallback\x18\b \x01(\v2\x11.weir.v1.FallbackR\bfallback\x12%\n" +
 	"\x0epolicy_version\x18\t \x01(\tR\rpolicyVersion\x12\x1d\n" +
+	"\n" +
+	"from_lease\x18\n" +
+	" \x01(\bR\tfromLease\x12\x1d\n" +
 	"\n" +
 	"ring_epoch\x18\x14 \x01(\x06R\tringEpoch\"\xe3\x02\n" +
 	"\vLimitStatus\x12\x12\n" +
