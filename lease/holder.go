@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/weirhq/weir/gcra"
@@ -318,6 +319,13 @@ func (h *Holder) track(r Ref, cost, now int64, demand bool) *held {
 	if k == nil {
 		k = &held{seen: now}
 		h.keys[r.Key] = k
+	}
+	// The group may be cut from a request's decode buffer: keep a copy of
+	// its own (once per key, not per call) rather than pin that buffer.
+	if k.ref.Group == r.Group {
+		r.Group = k.ref.Group
+	} else {
+		r.Group = strings.Clone(r.Group)
 	}
 	k.ref = r
 	if demand {
