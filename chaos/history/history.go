@@ -176,8 +176,9 @@ func (c LeaseCounts) Add(o LeaseCounts) LeaseCounts {
 	}
 }
 
-// Held is the units peers hold unspent right now: received, less spent,
-// returned and stranded.
+// Held is the units peers held unspent at the reading: received, less
+// spent, returned and stranded. Summed over processes it includes what a
+// process held at its last reading before it was killed.
 func (c LeaseCounts) Held() int64 { return c.Received - c.Spent - c.Returned - c.Stranded }
 
 // LimitSpec is one limit of the policy a run enforced, in the terms the

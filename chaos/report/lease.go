@@ -21,14 +21,15 @@ func leaseTable(bw *bufio.Writer, results []checker.Result) {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(bw, format, args...) }
 	p("Leasable limits (held to B + W/T like every other limit; stranded units were never admitted):\n\n")
-	p("| scenario | limit | admitted | worst window per width: admitted / bound | from leases | hit ratio at peers | stranded at peers | expired at owners | granted / credited |\n")
-	p("|---|---|--:|---|--:|--:|--:|--:|---|\n")
+	p("| scenario | limit | admitted | worst window per width: admitted / bound | from leases | hit ratio at peers | stranded at peers | expired at owners | held at the end | granted / credited |\n")
+	p("|---|---|--:|---|--:|--:|--:|--:|--:|---|\n")
 	for _, r := range results {
 		for _, l := range r.Leases {
-			p("| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", cell(r.Scenario), cell(l.Limit), l.Admitted,
+			p("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |\n", cell(r.Scenario), cell(l.Limit), l.Admitted,
 				cell(widthsCell(r, l.Limit)), leaseCell(l, fmt.Sprintf("%d (%.0f%%)", l.Counts.Spent, 100*l.FromLeases())),
 				leaseCell(l, fmt.Sprintf("%.0f%%", 100*l.HitRatio())), leaseCell(l, fmt.Sprint(l.Stranded())),
-				leaseCell(l, fmt.Sprint(l.Counts.Expired)), leaseCell(l, fmt.Sprintf("%d / %d", l.Counts.Granted, l.Counts.Credited)))
+				leaseCell(l, fmt.Sprint(l.Counts.Expired)), leaseCell(l, fmt.Sprint(l.Counts.Held())),
+				leaseCell(l, fmt.Sprintf("%d / %d", l.Counts.Granted, l.Counts.Credited)))
 		}
 	}
 	p("\n")

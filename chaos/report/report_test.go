@@ -232,7 +232,8 @@ func TestPlot(t *testing.T) {
 
 // TestMarkdown_leaseTable: a run whose limit is leasable gets a row in the
 // leasable-limits table (admitted against the bound per width, the share
-// from leases, the hit ratio, stranded and expired units) and its counters
+// from leases, the hit ratio, stranded, expired and still-held units) and
+// its counters
 // in full in its section; a run without counters shows n/a; a report
 // without leasable limits has no such table.
 func TestMarkdown_leaseTable(t *testing.T) {
@@ -260,9 +261,9 @@ func TestMarkdown_leaseTable(t *testing.T) {
 	for _, want := range []string{
 		"Leasable limits (held to B + W/T like every other limit",
 		"| leased | lim | " + strconv.Itoa(int(lw.Admitted)) + " | 1s " + strconv.Itoa(int(lw.WorstByWidth[0].Admitted+lw.WorstByWidth[0].Fallback)) + "/20, 5s ",
-		" | 30 (" + strconv.Itoa(int(share+0.5)) + "%) | 80% | 6 | 6 | 50 / 10 |",
+		" | 30 (" + strconv.Itoa(int(share+0.5)) + "%) | 80% | 6 | 6 | 4 | 50 / 10 |",
 		"| unread | lim | ",
-		" | n/a | n/a | n/a | n/a | n/a |",
+		" | n/a | n/a | n/a | n/a | n/a | n/a |",
 		"Leases of lim: at owners granted 50, credited 10, expired 6; at peers received 48, spent 30, returned 10, stranded 4, lost 2; decisions at peers 30 spent, 50 refused, 20 forwarded (read at the end).",
 		"Leases of lim: no lease counters were recorded",
 	} {
