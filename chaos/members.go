@@ -13,8 +13,9 @@ const memberPoll = 200 * time.Millisecond
 
 // watchMembers records a Members event whenever a node's count of cluster
 // members changes (and its first reading), until the returned stop is
-// called. The same reading of /metrics feeds the lease tally. The checker derives the default fallback share of each node
-// from it. A node that does not answer keeps its last count.
+// called. The checker derives the default fallback share of each node
+// from it. A node that does not answer keeps its last count. The same
+// reading of /metrics feeds the lease tally.
 func (tb *testbed) watchMembers(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
