@@ -46,10 +46,10 @@ func hotKeyWorkload() *Workload {
 
 // HotKeySuite reproduces issue 10's runs: three nodes and Redis, the hot
 // key (and its leasable twin) hit through all three nodes by 12
-// closed-loop workers for 5 s, (a) on
-// an idle machine, (b) with three CPU hogs, (c) with the hogs and every node
-// in turn stopped for 60 ms every 200 ms. The whole 5 s is the fault phase;
-// the bound over it is B + 5s/T = 510 (540 for the leasable twin).
+// closed-loop workers for 5 s, (a) on an idle machine, (b) with three CPU
+// hogs, (c) with the hogs and every node in turn stopped for 60 ms every
+// 200 ms. The whole 5 s is the fault phase; the bound over it is
+// B + 5s/T = 510 (540 for the leasable twin).
 func HotKeySuite() []Scenario {
 	run := func(n Nemesis) Scenario {
 		return Scenario{Nemesis: n, Fault: 5 * time.Second, Workload: hotKeyWorkload()}
