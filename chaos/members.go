@@ -14,7 +14,8 @@ const memberPoll = 200 * time.Millisecond
 // watchMembers records a Members event whenever a node's count of cluster
 // members changes (and its first reading), until the returned stop is
 // called. The checker derives the default fallback share of each node
-// from it. A node that does not answer keeps its last count.
+// from it. A node that does not answer keeps its last count. The same
+// reading of /metrics feeds the lease tally.
 func (tb *testbed) watchMembers(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -24,8 +25,13 @@ func (tb *testbed) watchMembers(ctx context.Context) (stop func()) {
 		defer t.Stop()
 		for {
 			for _, n := range tb.nodes {
-				m, err := members(n)
-				if err != nil || m <= 0 || m == last[n.Name] {
+				sm, err := scrape(n)
+				if err != nil {
+					continue
+				}
+				tb.leases.note(n.Name, sm)
+				m := sm.members
+				if m <= 0 || m == last[n.Name] {
 					continue
 				}
 				last[n.Name] = m

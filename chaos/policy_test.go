@@ -7,6 +7,7 @@ import (
 
 	"github.com/weirhq/weir/chaos/history"
 	"github.com/weirhq/weir/chaos/workload"
+	"github.com/weirhq/weir/policy"
 )
 
 func TestDefaultPolicyAndClassesAgree(t *testing.T) {
@@ -87,7 +88,7 @@ func TestLimitSpecs_defaultFailurePolicyIsTheShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(hot) != 1 || !hot[0].Default || hot[0].Interval != 10*time.Millisecond || hot[0].Burst != 10 {
+	if len(hot) != 2 || hot[0].Name != "hot" || !hot[0].Default || hot[0].Interval != 10*time.Millisecond || hot[0].Burst != 10 {
 		t.Errorf("hot = %+v, want 100/s burst 10 with the default failure policy", hot)
 	}
 	// A failure mode written in the defaults is not weir's default.
@@ -128,6 +129,54 @@ func TestFullSuite_scenarios(t *testing.T) {
 	for _, s := range FullSuite() {
 		if s.Name() == "scale-down-up" && s.Nodes != 4 {
 			t.Errorf("scale-down-up runs %d nodes, want 4", s.Nodes)
+		}
+	}
+}
+
+// TestPolicies_leasableClassIsLeased: every scenario's policy has a
+// leasable limit that is large enough to lease in its cluster (so `weir
+// policy check --nodes N` does not warn), its spec carries the lease terms,
+// and a class of the workload matches that limit alone, so a non-owner may
+// decide its requests from leases.
+func TestPolicies_leasableClassIsLeased(t *testing.T) {
+	for _, s := range FullSuite() {
+		o := s.options(Options{Nodes: 3, Policy: []byte(DefaultPolicy), Classes: DefaultClasses()})
+		p, err := policy.Parse("chaos policy", o.Policy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := p.LeaseWarnings(o.Nodes); len(w) > 0 {
+			t.Errorf("%s: lease warnings with %d nodes: %v", s.Name(), o.Nodes, w)
+		}
+		specs, err := limitSpecs(o.Policy, o.Classes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leasable := map[string]bool{}
+		for _, sp := range specs {
+			if l := p.Limit(sp.Name); l.Lease != nil {
+				leasable[sp.Name] = true
+				if sp.LeaseMax != l.Lease.Max || sp.LeaseTTL != l.Lease.TTL || sp.Consistency != "fast" {
+					t.Errorf("%s: spec %+v does not carry the lease terms %+v", s.Name(), sp, *l.Lease)
+				}
+			}
+		}
+		found := false
+		for _, c := range o.Classes {
+			desc := map[string]string{}
+			for k, v := range c.Descriptors {
+				desc[k] = strings.NewReplacer("{k}", "0", "{r}", "0").Replace(v)
+			}
+			ms, err := p.Resolve(desc, nil)
+			if err != nil {
+				t.Fatalf("%s: class %s: %v", s.Name(), c.Name, err)
+			}
+			if len(ms) == 1 && leasable[ms[0].Limit.Name] && ms[0].Leasable(o.Nodes) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no class matches a leasable limit alone", s.Name())
 		}
 	}
 }

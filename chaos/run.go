@@ -119,7 +119,7 @@ type Options struct {
 	Dir string
 	// Nodes in the cluster (default 3).
 	Nodes int
-	// Rate of the workload in calls per second (default 300) and each
+	// Rate of the workload in calls per second (default DefaultRate) and each
 	// call's deadline (default 250ms).
 	Rate     float64
 	Deadline time.Duration
@@ -146,7 +146,7 @@ func (o *Options) defaults() error {
 		o.Nodes = 3
 	}
 	if o.Rate == 0 {
-		o.Rate = 300
+		o.Rate = DefaultRate
 	}
 	if o.Deadline == 0 {
 		o.Deadline = 250 * time.Millisecond
@@ -362,7 +362,11 @@ func drive(ctx context.Context, opts Options, s Scenario, dir, opsPath string, e
 		err = sleep(ctx, s.Recovery)
 	}
 	tb.event(history.Event{Kind: history.Info, Detail: "workload stopping"})
-	return errors.Join(err, stopClient())
+	err = errors.Join(err, stopClient())
+	if ctx.Err() == nil {
+		tb.recordLeases(ctx)
+	}
+	return err
 }
 
 // fault runs the nemesis: start, hold, heal, each recorded.

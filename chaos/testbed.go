@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,6 +81,9 @@ type testbed struct {
 	logf     func(format string, args ...any)
 	faultSeq int
 	regions  *regionBed // nil: one region (region.go)
+	// leases sums the nodes' lease counters, read with their member
+	// counts (watchMembers) and at the end (recordLeases).
+	leases leaseTally
 }
 
 // newTestbed builds the network and starts redis-server and n nodes, and
@@ -225,20 +227,14 @@ func (tb *testbed) startNode(n *Node) error {
 
 // members reads a node's view of the cluster size from its /metrics.
 func members(n *Node) (int, error) {
-	c := http.Client{Timeout: 500 * time.Millisecond}
-	resp, err := c.Get(n.httpURL("/metrics"))
+	m, err := scrape(n)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "weir_cluster_members "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return int(f), err
-		}
+	if m.members <= 0 {
+		return 0, errors.New("no weir_cluster_members in /metrics")
 	}
-	return 0, errors.New("no weir_cluster_members in /metrics")
+	return m.members, nil
 }
 
 // waitConverged waits until every node that has not left answers and

@@ -68,6 +68,7 @@ func Check(h *history.History, cfg Config) Result {
 		c.checkLimit(ls)
 	}
 	c.checkState()
+	c.leaseResults()
 	for _, l := range r.Limits {
 		if l.Gap.Length > r.Gap.Length {
 			r.Gap = l.Gap

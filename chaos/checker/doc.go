@@ -28,6 +28,11 @@
 //     restarts with empty memory) must not get a fresh burst afterwards.
 //   - Sanity: operations with impossible times or unknown limits.
 //
+// A leasable limit (history.LimitSpec.LeaseMax > 0) is judged like any
+// other: leases add no term. What leasing did — the nodes' lease counters
+// from the history's Leases event, stranded units among them — is reported
+// per leasable limit in Result.Leases, never judged.
+//
 // Only allowed operations count as admissions: a denied, failed or timed-out
 // call admitted nothing as far as its caller knows. Windows are swept per
 // key with two pointers over the key's admissions sorted by invoke and by

@@ -179,6 +179,9 @@ type Result struct {
 	// whatever limits it matched).
 	Fallback map[string]FallbackStats
 	State    StateResult
+	// Leases has one entry per leasable limit: what leasing did, reported
+	// beside the verdict, never part of it.
+	Leases []LeaseResult
 	// Gap is the longest stretch, over every limit and key, in which a key
 	// that was asked got no normal (non-fallback) answer within the
 	// deadline.

@@ -100,6 +100,11 @@ const (
 	// elsewhere: the checker leaves them out of availability.
 	NodeLeft   EventKind = "node-left"
 	NodeJoined EventKind = "node-joined"
+	// Leases: the nodes' lease counters at the end of the run, per limit
+	// (Event.Leases), summed over every node and every process a node ran
+	// (a restarted node starts its counters again at zero). Detail says
+	// how they were read.
+	Leases EventKind = "leases"
 )
 
 // Event is one thing the nemesis (or the runner) did.
@@ -132,7 +137,49 @@ type Event struct {
 	Starved bool `json:"starved,omitempty"`
 	// Members is, for a Members event, how many members the node counted.
 	Members int `json:"members,omitempty"`
+	// Leases is, for a Leases event, the lease counters per limit name.
+	Leases map[string]LeaseCounts `json:"leases,omitempty"`
 }
+
+// LeaseCounts are one limit's lease counters (the node's
+// weir_lease_units_total and weir_lease_decisions_total), in units unless
+// named decisions. Owners count what they granted, credited back (returned
+// unspent) and wrote off when a lease expired unsettled (Expired: an upper
+// bound on stranded units, as the owner cannot know how many of them were
+// spent). Peers count what they received, spent, returned, left unspent
+// at expiry (Stranded) and returned in a refresh that failed (Lost: they
+// strand at the owner instead), and their decisions of the limit: admitted
+// from leases, refused from the owner's last denial, forwarded.
+type LeaseCounts struct {
+	Granted  int64 `json:"granted,omitempty"`
+	Credited int64 `json:"credited,omitempty"`
+	Expired  int64 `json:"expired,omitempty"`
+	Received int64 `json:"received,omitempty"`
+	Spent    int64 `json:"spent,omitempty"`
+	Returned int64 `json:"returned,omitempty"`
+	Stranded int64 `json:"stranded,omitempty"`
+	Lost     int64 `json:"lost,omitempty"`
+	// Decisions at peers.
+	SpentDecisions     int64 `json:"spent_decisions,omitempty"`
+	RefusedDecisions   int64 `json:"refused_decisions,omitempty"`
+	ForwardedDecisions int64 `json:"forwarded_decisions,omitempty"`
+}
+
+// Add returns the sum of c and o.
+func (c LeaseCounts) Add(o LeaseCounts) LeaseCounts {
+	return LeaseCounts{
+		Granted: c.Granted + o.Granted, Credited: c.Credited + o.Credited, Expired: c.Expired + o.Expired,
+		Received: c.Received + o.Received, Spent: c.Spent + o.Spent, Returned: c.Returned + o.Returned,
+		Stranded: c.Stranded + o.Stranded, Lost: c.Lost + o.Lost,
+		SpentDecisions: c.SpentDecisions + o.SpentDecisions, RefusedDecisions: c.RefusedDecisions + o.RefusedDecisions,
+		ForwardedDecisions: c.ForwardedDecisions + o.ForwardedDecisions,
+	}
+}
+
+// Held is the units peers held unspent at the reading: received, less
+// spent, returned and stranded. Summed over processes it includes what a
+// process held at its last reading before it was killed.
+func (c LeaseCounts) Held() int64 { return c.Received - c.Spent - c.Returned - c.Stranded }
 
 // LimitSpec is one limit of the policy a run enforced, in the terms the
 // checker needs: within any window W a key admits at most Burst + W/Interval
@@ -159,6 +206,12 @@ type LimitSpec struct {
 	// RatePer is the unit the policy wrote the rate in (1s for "100/s", 1m
 	// for "5/m"); the share is rounded up in it. Zero means 1s.
 	RatePer time.Duration `json:"rate_per,omitempty"`
+	// LeaseMax and LeaseTTL are the limit's lease terms (`lease: {max,
+	// ttl}`), zero when it is not leasable. They are reported only: a
+	// leasable limit is held to the same bound as any other, as leases add
+	// no term.
+	LeaseMax int64         `json:"lease_max,omitempty"`
+	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
 }
 
 // Bound is B + W/T: the most a key of this limit may admit within w.

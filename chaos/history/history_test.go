@@ -16,6 +16,8 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Event(Event{Time: 5, Kind: FaultStart, ID: 1, Fault: "kill", Nodes: []string{"n1"}, Crash: true})
+	leases := LeaseCounts{Granted: 9, Received: 9, Spent: 4, Stranded: 1, RefusedDecisions: 3}
+	w.Event(Event{Time: 50, Kind: Leases, Leases: map[string]LeaseCounts{"a": leases}})
 	w.Flush()
 	ow := NewWriter(&ops)
 	ow.Op(Op{ID: 2, Invoke: 20, Complete: 30, Outcome: Denied, Cost: 1, Limits: []LimitKey{{Name: "a", Key: "k"}}})
@@ -25,7 +27,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Header.Scenario != "s" || len(h.Ops) != 2 || len(h.Events) != 1 {
+	if h.Header.Scenario != "s" || len(h.Ops) != 2 || len(h.Events) != 2 {
 		t.Fatalf("got %+v", h)
 	}
 	if h.Ops[0].ID != 1 || !h.Ops[0].Fallback() || h.Ops[0].Latency() != 30 {
@@ -33,6 +35,12 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if !h.Events[0].Crash {
 		t.Fatal("crash flag lost")
+	}
+	if got := h.Events[1].Leases["a"]; h.Events[1].Kind != Leases || got != leases {
+		t.Fatalf("lease counters lost: %+v", h.Events[1])
+	}
+	if sum := leases.Add(leases); sum.Granted != 18 || sum.Spent != 8 || sum.RefusedDecisions != 6 || leases.Held() != 9-4-1 {
+		t.Fatalf("Add %+v Held %d", sum, leases.Held())
 	}
 	if b := hdr.Limits[0].Bound(time.Second); b != 15 {
 		t.Fatalf("bound = %v, want 15", b)

@@ -43,6 +43,7 @@ func Markdown(w io.Writer, results []checker.Result) error {
 			perPhase(r, availability), perPhase(r, p99), cell(gapCell(r.Gap)), verdict(r.OK()))
 	}
 	p("\n")
+	leaseTable(bw, results)
 	for _, r := range results {
 		scenario(bw, r)
 	}
@@ -81,6 +82,7 @@ func scenario(bw *bufio.Writer, r checker.Result) {
 		p("\n")
 	}
 
+	leaseLines(bw, r)
 	list(bw, "Errors", r.Errors)
 	if len(r.Violations) == 0 {
 		p("No violations.\n\n")

@@ -229,3 +229,54 @@ func TestPlot(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMarkdown_leaseTable: a run whose limit is leasable gets a row in the
+// leasable-limits table (admitted against the bound per width, the share
+// from leases, the hit ratio, stranded, expired and still-held units) and
+// its counters
+// in full in its section; a run without counters shows n/a; a report
+// without leasable limits has no such table.
+func TestMarkdown_leaseTable(t *testing.T) {
+	leased := func(name string, counts *history.LeaseCounts) checker.Result {
+		h := synthetic(name, 0)
+		h.Header.Limits[0].LeaseMax, h.Header.Limits[0].LeaseTTL = 5, 250*time.Millisecond
+		if counts != nil {
+			h.Events = append(h.Events, history.Event{Time: t0 + 20*sec, Kind: history.Leases, Detail: "read at the end",
+				Leases: map[string]history.LeaseCounts{"lim": *counts}})
+			h.Sort()
+		}
+		return checker.Check(h, checker.DefaultConfig())
+	}
+	counts := history.LeaseCounts{Granted: 50, Credited: 10, Expired: 6, Received: 48, Spent: 30, Returned: 10, Stranded: 4, Lost: 2,
+		SpentDecisions: 30, RefusedDecisions: 50, ForwardedDecisions: 20}
+	with, without := leased("leased", &counts), leased("unread", nil)
+	var b bytes.Buffer
+	if err := Markdown(&b, []checker.Result{with, without}); err != nil {
+		t.Fatal(err)
+	}
+	md := b.String()
+	checkTables(t, md)
+	lw := with.Limits[0]
+	share := 100 * float64(30) / float64(lw.Admitted)
+	for _, want := range []string{
+		"Leasable limits (held to B + W/T like every other limit",
+		"| leased | lim | " + strconv.Itoa(int(lw.Admitted)) + " | 1s " + strconv.Itoa(int(lw.WorstByWidth[0].Admitted+lw.WorstByWidth[0].Fallback)) + "/20, 5s ",
+		" | 30 (" + strconv.Itoa(int(share+0.5)) + "%) | 80% | 6 | 6 | 4 | 50 / 10 |",
+		"| unread | lim | ",
+		" | n/a | n/a | n/a | n/a | n/a | n/a |",
+		"Leases of lim: at owners granted 50, credited 10, expired 6; at peers received 48, spent 30, returned 10, stranded 4, lost 2; decisions at peers 30 spent, 50 refused, 20 forwarded (read at the end).",
+		"Leases of lim: no lease counters were recorded",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+
+	b.Reset()
+	if err := Markdown(&b, []checker.Result{checker.Check(synthetic("plain", 0), checker.DefaultConfig())}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "Leasable limits") || strings.Contains(b.String(), "Leases of") {
+		t.Errorf("a report without leasable limits mentions leases:\n%s", b.String())
+	}
+}

@@ -74,7 +74,7 @@ func runSuite(args []string) error {
 	only := fs.String("scenarios", "", "comma-separated nemesis names to run instead of a suite")
 	nodeBin := fs.String("node-bin", "", "path to the cmd/node binary (required)")
 	out := fs.String("out", "chaos-results", "directory for histories, logs, plots and report.md")
-	rate := fs.Float64("rate", 300, "workload calls per second")
+	rate := fs.Float64("rate", chaos.DefaultRate, "workload calls per second")
 	deadline := fs.Duration("deadline", 250*time.Millisecond, "each call's deadline")
 	policyPath := fs.String("policy", "", "policy YAML the nodes enforce (default: chaos.DefaultPolicy)")
 	workloadPath := fs.String("workload", "", "JSON array of workload classes (default: chaos.DefaultClasses); every limit a class names must be in the policy")
