@@ -137,9 +137,14 @@ func TestFullSuite_scenarios(t *testing.T) {
 // leasable limit that is large enough to lease in its cluster (so `weir
 // policy check --nodes N` does not warn), its spec carries the lease terms,
 // and a class of the workload matches that limit alone, so a non-owner may
-// decide its requests from leases.
+// decide its requests from leases. Multi-region scenarios are the exception:
+// their one limit is scope: global, which may not be leased (docs/regions.md
+// §6.10).
 func TestPolicies_leasableClassIsLeased(t *testing.T) {
 	for _, s := range FullSuite() {
+		if s.Regions > 0 {
+			continue
+		}
 		o := s.options(Options{Nodes: 3, Policy: []byte(DefaultPolicy), Classes: DefaultClasses()})
 		p, err := policy.Parse("chaos policy", o.Policy)
 		if err != nil {
