@@ -169,15 +169,7 @@ func (b *Backend) runStore(ctx context.Context, tats []TAT, full bool) ([]*redis
 // storeLua writes KEYS[1] = ARGV[1] with expiry ARGV[2] ms, or deletes the
 // key when ARGV[2] is 0, unless the key already holds a later TAT. TATs are
 // compared as (microseconds, nanoseconds) pairs, exact in Lua doubles.
-const storeLua = `
-local function parse(raw)
-  local us = string.match(raw, '^(%d+)$')
-  if us then return tonumber(us), 0 end
-  local ns
-  us, ns = string.match(raw, '^(%d+)%.(%d%d%d)$')
-  if us then return tonumber(us), tonumber(ns) end
-  return nil
-end
+const storeLua = parseTATLua + `
 local raw = redis.call('GET', KEYS[1])
 if raw then
   local cur_us, cur_ns = parse(raw)

@@ -20,7 +20,7 @@ import "github.com/redis/go-redis/v9"
 // nanoseconds, which Go bounds by MaxSpan (2^52 ns); the script re-checks
 // that bound before it trusts a sum. Values written back go through
 // string.format('%d') so they are never printed in exponent form.
-const decideLua = `
+const decideLua = parseTATLua + `
 local LIMIT = 9007199254740992 -- 2^53: beyond it doubles are not integers
 
 -- idiv is floor(a / b) for non-negative integers, corrected for rounding.
@@ -34,16 +34,6 @@ end
 local function remaining(ahead, T, B)
   if ahead >= T * B then return 0 end
   return idiv(T * B - ahead, T)
-end
-
--- parse splits a stored TAT into microseconds and nanoseconds past them.
-local function parse(raw)
-  local us = string.match(raw, '^(%d+)$')
-  if us then return tonumber(us), 0 end
-  local ns
-  us, ns = string.match(raw, '^(%d+)%.(%d%d%d)$')
-  if us then return tonumber(us), tonumber(ns) end
-  return nil
 end
 
 local cost = tonumber(ARGV[1])
@@ -122,6 +112,21 @@ for i = 1, n do
   for j = 1, 7 do out[#out + 1] = res[i][j] end
 end
 return out
+`
+
+// parseTATLua defines the Lua function parse, which splits a stored TAT
+// ("<us>" or "<us>.<nnn>", see formatTAT) into whole microseconds and the
+// nanoseconds past them; nil when raw is neither. Both scripts start with it.
+const parseTATLua = `
+-- parse splits a stored TAT into microseconds and nanoseconds past them.
+local function parse(raw)
+  local us = string.match(raw, '^(%d+)$')
+  if us then return tonumber(us), 0 end
+  local ns
+  us, ns = string.match(raw, '^(%d+)%.(%d%d%d)$')
+  if us then return tonumber(us), tonumber(ns) end
+  return nil
+end
 `
 
 // replyHead and replyPerKey describe the reply layout of decideLua.
