@@ -103,7 +103,7 @@ type leases struct {
 	h      *lease.Holder
 	swept  int64 // holder time of the last sweep
 	// settled, by owner, is closed when the refresh in flight to that
-	// owner is answered or given up: requests on saturated keys wait on it
+	// owner is answered or given up: requests on leasable keys wait on it
 	// (awaitLease). Created by the first waiter.
 	settled  map[string]chan struct{}
 	probes   sync.WaitGroup // probes sent by probeLocked

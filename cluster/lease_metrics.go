@@ -28,7 +28,7 @@ func newLeaseMetrics(reg prometheus.Registerer, l *leases) (*leaseMetrics, error
 			"Decisions of leasable limits at a non-owner by outcome: spent (admitted from leases), refused (denied from the owner's last denial), forwarded (asked the owner). Lease hit ratio = (spent + refused) / all.",
 			[]string{"limit", "outcome"}, nil),
 		waits: prometheus.NewDesc("weir_lease_waits_total",
-			"Requests on saturated leasable keys at a non-owner that waited for a lease refresh to the owner (one refresh answers all that wait) instead of forwarding; each is also counted in weir_lease_decisions_total by how it ended.",
+			"Requests on leasable keys at a non-owner that waited for a lease refresh to the owner (a refresh in flight, or due: used up, expired or saturated; one refresh answers all that wait) instead of forwarding; each is also counted in weir_lease_decisions_total by how it ended.",
 			[]string{"limit"}, nil),
 		grants: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_lease_grants_total",

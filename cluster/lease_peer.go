@@ -42,8 +42,10 @@ func (c *Cluster) leaseRefs(l *leases, r *limiter.StoreRequest, owner string, re
 // reports false when r must be forwarded to owner as usual. A request
 // admitted from leases has every key charged; one refused is refused with
 // the owner's last denial, measured from when it arrived. A request on a
-// saturated key past that denial waits for one refresh to the owner (see
-// awaitLease) and is then decided from its answer.
+// key with a refresh in flight or due (its lease given back, used up or
+// expired while demand remains, or a saturated key past its denial) waits
+// for one refresh to the owner (see awaitLease) and is then decided from
+// its answer.
 func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner string, out []gcra.Result) (gcra.Result, bool) {
 	l := c.leases
 	if l == nil {

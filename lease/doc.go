@@ -35,7 +35,7 @@
 // and on the peer, under its own lock:
 //
 //	v, _ := holder.Spend(refs, cost, now) // Spent, Refused, Await or Forward
-//	// Await: a saturated key; send holder.Probe(owner, now) unless a
+//	// Await: a refresh is in flight or due; send holder.Probe(owner, now) unless a
 //	// refresh is in flight, wait for its answer, then holder.Resume.
 //	// Refused with v.Probe: send holder.Probe now, without waiting.
 //	for _, owner := range holder.Due(now) {

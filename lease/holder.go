@@ -75,10 +75,12 @@ const (
 	Spent
 	// Refused: denied locally from the owner's last denial; RetryAfter set.
 	Refused
-	// Await: a saturated key's denial has passed and a refresh to its
-	// owner is in flight or due. The caller waits for that refresh (Probe
-	// sends one if none is in flight) and then calls Resume, instead of
-	// forwarding: one refresh answers every request that waits for it.
+	// Await: a key that cannot pay has a refresh in flight or due (its
+	// lease was given back in a refresh, used up while demand remains, or
+	// the key is saturated and its owner's denial has passed). The caller
+	// waits for that refresh (Probe sends one if none is in flight) and then
+	// calls Resume, instead of forwarding: one refresh answers every request
+	// that waits for it.
 	Await
 )
 
@@ -140,6 +142,9 @@ type held struct {
 	// grant that left it at its edge. Requests past deniedUntil then await
 	// a refresh rather than forward one by one.
 	saturated bool
+	// refreshing: a refresh in flight carries the key (its units went back
+	// when it was sent); requests await its answer rather than forward.
+	refreshing bool
 }
 
 type pending struct {
@@ -205,9 +210,8 @@ func (h *Holder) demand(k *held, now int64) float64 {
 // is recorded. If every key holds at least cost units under a live lease,
 // all are charged and the verdict is Spent; if every key either could pay or
 // is under the owner's last denial, none is charged and the verdict is
-// Refused with the largest retry-after. If, besides those, some key is
-// saturated and past its denial with a refresh to its owner in flight or
-// due, the verdict is Await: nothing is charged, and the caller waits for
+// Refused with the largest retry-after. If, besides those, some key has a
+// refresh in flight or due (see awaits), the verdict is Await: nothing is charged, and the caller waits for
 // that refresh and calls Resume. Otherwise nothing is charged and the
 // caller forwards the request to the owner (then tells NoteDenial about any
 // denial). Bad input gets an error wrapping ErrInvalidRequest and changes
@@ -285,10 +289,13 @@ func (h *Holder) forward(ks []*held) Verdict {
 }
 
 // awaits reports whether a request on k, which cannot pay and is past the
-// owner's last denial, should wait for a refresh instead of forwarding: k
-// is saturated and a refresh to its owner is in flight or due.
+// owner's last denial, should wait for a refresh instead of forwarding: a
+// refresh in flight carries k, or k wants a lease and one is due (the
+// caller then sends a probe), or k is saturated and a refresh to its owner
+// is in flight. One refresh then answers every request that waits for it,
+// where forwarding would cost a hop per request while the key runs dry.
 func (h *Holder) awaits(k *held, now int64) bool {
-	return k.saturated && (h.inflight[k.ref.Owner] != nil || h.due(k, now))
+	return k.refreshing || h.due(k, now) || (k.saturated && h.inflight[k.ref.Owner] != nil)
 }
 
 func checkSpend(refs []Ref, cost int64) error {

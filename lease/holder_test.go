@@ -61,7 +61,8 @@ func lease(t *testing.T, h *Holder, sent, recv int64, units map[string]int64) Re
 func warm(t *testing.T, h *Holder, now int64, keys ...string) {
 	t.Helper()
 	for range 20 {
-		if v := spend(t, h, 1, now, keys...); v.Outcome != Forward {
+		// Forwarded until the demand is worth a lease, then awaiting one.
+		if v := spend(t, h, 1, now, keys...); v.Outcome != Forward && v.Outcome != Await {
 			t.Fatalf("spend with no lease: %+v", v)
 		}
 	}
@@ -98,7 +99,8 @@ func TestHolder_Spend_expiryCountsFromTheSend(t *testing.T) {
 	if v := spend(t, h, 1, end-1, "a"); v.Outcome != Spent {
 		t.Fatalf("1µs before the end: %+v", v)
 	}
-	if v := spend(t, h, 1, end, "a"); v.Outcome != Forward {
+	// Expired with demand left: a refresh is due, not a spend.
+	if v := spend(t, h, 1, end, "a"); v.Outcome != Await {
 		t.Fatalf("at the end: %+v", v)
 	}
 	if s := h.Stats()["lim"]; s.StrandedUnits != 4 {
@@ -387,8 +389,6 @@ func TestHolder_saturatedKeyAwaitsAProbe(t *testing.T) {
 	}
 }
 
-// A key whose grant left room (not saturated) is forwarded when its lease
-// is used up, as before: only saturated keys await a refresh.
 func TestHolder_Apply_busyWithRetryAfterShortensThePause(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a", "b")
@@ -409,14 +409,45 @@ func TestHolder_Apply_busyWithRetryAfterShortensThePause(t *testing.T) {
 	}
 }
 
-func TestHolder_usedUpKeyWithRoomForwards(t *testing.T) {
+func TestHolder_usedUpKeyWithDemandAwaitsAProbe(t *testing.T) {
 	h := newTestHolder(t)
 	warm(t, h, t0, "a")
 	lease(t, h, t0, t0+100*us, map[string]int64{"a": 1})
 	if v := spend(t, h, 1, t0+200*us, "a"); v.Outcome != Spent {
 		t.Fatalf("got %+v", v)
 	}
-	if v := spend(t, h, 1, t0+200*us, "a"); v.Outcome != Forward {
-		t.Fatalf("used up with room at the owner: got %+v, want a forward", v)
+	// Used up while demand remains: wait for one probe, not a hop each.
+	if v := spend(t, h, 1, t0+200*us, "a"); v.Outcome != Await {
+		t.Fatalf("used up with demand: got %+v, want await", v)
+	}
+	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+200*us, false); v.Outcome != Forward {
+		t.Fatalf("used up, may not wait: got %+v, want a forward", v)
+	}
+}
+
+// A refresh returns a key's units when it is sent; until its answer the
+// key's requests await it instead of forwarding, and its grant pays them.
+func TestHolder_requestsDuringARefreshAwaitIt(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a")
+	lease(t, h, t0, t0+100*us, map[string]int64{"a": 10})
+	r, ok := h.Refresh("o", t0+1000*us)
+	if !ok || len(r.Items) != 1 || r.Items[0].Return.Unspent != 10 {
+		t.Fatalf("refresh %+v, %v: want a's 10 units back", r, ok)
+	}
+	if v := spend(t, h, 1, t0+1100*us, "a"); v.Outcome != Await {
+		t.Fatalf("during the refresh: got %+v, want await", v)
+	}
+	if _, err := h.Apply(Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{{Outcome: Granted, Units: 3, Grantor: "o", Lease: 7, TTL: terms.ttlNanos()}}}, t0+1200*us); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+1200*us, true); v.Outcome != Spent {
+		t.Fatalf("after the grant: got %+v, want spent", v)
+	}
+	// An abandoned refresh no longer holds requests: the key is due again.
+	r, _ = h.Refresh("o", t0+2000*us)
+	h.Abandon("o", r.Seq)
+	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+2000*us, false); v.Outcome != Forward {
+		t.Fatalf("after an abandoned refresh, may not wait: got %+v, want a forward", v)
 	}
 }

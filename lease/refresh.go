@@ -96,6 +96,7 @@ func (h *Holder) refresh(owner string, now int64, include func(*held) bool) (Ref
 	r := Refresh{Owner: owner, Seq: h.seq, Items: make([]Request, len(keys))}
 	for i, key := range keys {
 		k := h.keys[key]
+		k.refreshing = true
 		it := Request{Peer: h.cfg.Name, Group: k.ref.Group, Key: key, Limit: k.ref.Limit, Terms: k.ref.Terms, Label: k.ref.Label}
 		if h.wants(k, now) {
 			it.Demand = h.demand(k, now)
@@ -126,6 +127,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		return false, nil
 	}
 	delete(h.inflight, r.Owner)
+	h.settle(p)
 	h.observe(r.Owner, now-p.sent)
 	if len(r.Answers) != len(p.keys) {
 		h.lose(p)
@@ -171,8 +173,18 @@ func (h *Holder) observe(owner string, rtt int64) {
 // owner until their leases expire there.
 func (h *Holder) Abandon(owner string, seq uint64) {
 	if p := h.inflight[owner]; p != nil && p.seq == seq {
+		h.settle(p)
 		h.lose(p)
 		delete(h.inflight, owner)
+	}
+}
+
+// settle marks the keys refresh p carried as no longer awaiting it.
+func (h *Holder) settle(p *pending) {
+	for _, key := range p.keys {
+		if k := h.keys[key]; k != nil {
+			k.refreshing = false
+		}
 	}
 }
 
