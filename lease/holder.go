@@ -123,6 +123,7 @@ type Holder struct {
 	keys     map[string]*held
 	seq      uint64
 	inflight map[string]*pending     // by owner
+	failing  map[string]bool         // by owner: its last refresh got no valid reply
 	rtt      map[string]int64        // by owner: smoothed refresh round trip
 	stats    map[string]*HolderStats // by Ref.Label
 	ignored  int64
@@ -159,8 +160,8 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), rtt: make(map[string]int64),
-		stats: make(map[string]*HolderStats)}, nil
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), failing: make(map[string]bool),
+		rtt: make(map[string]int64), stats: make(map[string]*HolderStats)}, nil
 }
 
 // Stats returns the cumulative counts per limit label (Ref.Label).
@@ -294,7 +295,13 @@ func (h *Holder) forward(ks []*held) Verdict {
 // caller then sends a probe), or k is saturated and a refresh to its owner
 // is in flight. One refresh then answers every request that waits for it,
 // where forwarding would cost a hop per request while the key runs dry.
+// Never while the owner's last refresh went unanswered: a slow or
+// unreachable owner is the forward path's to handle (breaker, deadline,
+// failure policy), not a wait per request for one more refresh.
 func (h *Holder) awaits(k *held, now int64) bool {
+	if h.failing[k.ref.Owner] {
+		return false
+	}
 	return k.refreshing || h.due(k, now) || (k.saturated && h.inflight[k.ref.Owner] != nil)
 }
 

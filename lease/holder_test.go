@@ -444,10 +444,16 @@ func TestHolder_requestsDuringARefreshAwaitIt(t *testing.T) {
 	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+1200*us, true); v.Outcome != Spent {
 		t.Fatalf("after the grant: got %+v, want spent", v)
 	}
-	// An abandoned refresh no longer holds requests: the key is due again.
+	// An abandoned refresh (a slow or unreachable owner) holds nobody:
+	// requests forward until a refresh to the owner is answered again.
 	r, _ = h.Refresh("o", t0+2000*us)
 	h.Abandon("o", r.Seq)
-	if v, _ := h.Resume([]Ref{ref("a")}, 1, t0+2000*us, false); v.Outcome != Forward {
-		t.Fatalf("after an abandoned refresh, may not wait: got %+v, want a forward", v)
+	if v := spend(t, h, 1, t0+2000*us, "a"); v.Outcome != Forward {
+		t.Fatalf("after an abandoned refresh: got %+v, want a forward", v)
+	}
+	lease(t, h, t0+3000*us, t0+3100*us, map[string]int64{"a": 1})
+	spend(t, h, 1, t0+3200*us, "a")
+	if v := spend(t, h, 1, t0+3200*us, "a"); v.Outcome != Await {
+		t.Fatalf("after an answered refresh, used up: got %+v, want await", v)
 	}
 }

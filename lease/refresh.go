@@ -130,9 +130,11 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 	h.settle(p)
 	h.observe(r.Owner, now-p.sent)
 	if len(r.Answers) != len(p.keys) {
+		h.failing[r.Owner] = true
 		h.lose(p)
 		return false, fmt.Errorf("%w: reply from %s has %d answers for %d items", ErrInvalidRequest, r.Owner, len(r.Answers), len(p.keys))
 	}
+	delete(h.failing, r.Owner)
 	for i, a := range r.Answers {
 		k := h.keys[p.keys[i]]
 		if k == nil {
@@ -170,9 +172,11 @@ func (h *Holder) observe(owner string, rtt int64) {
 
 // Abandon gives up on refresh seq to owner (the call failed or timed out):
 // a reply to it will be ignored, and the units it returned strand at the
-// owner until their leases expire there.
+// owner until their leases expire there. Until a later refresh to owner is
+// answered, Spend forwards where it would have answered Await.
 func (h *Holder) Abandon(owner string, seq uint64) {
 	if p := h.inflight[owner]; p != nil && p.seq == seq {
+		h.failing[owner] = true
 		h.settle(p)
 		h.lose(p)
 		delete(h.inflight, owner)
