@@ -374,6 +374,7 @@ func (c *Cluster) setMembersLocked(ctx context.Context, members map[string]strin
 		names = append(names, name)
 	}
 	c.addrs.Store(new(maps.Clone(members)))
+	c.rtt.retain(members)
 	if err := c.deps.Ring.Set(names); err != nil {
 		c.logger.Error("ring rebuild failed; keeping the previous ring", "err", err)
 		return

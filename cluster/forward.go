@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -192,10 +193,24 @@ type rttTable struct {
 
 type rtt struct{ srtt, rttvar time.Duration }
 
-// maxPeersTracked bounds the table, which is never pruned as peers leave:
-// when it is full it starts over, and every estimate restarts from
-// MinTimeout. Clusters are far smaller, so only address churn fills it.
+// maxPeersTracked bounds the table between membership changes (retain
+// prunes it to the members): when it is full it starts over, and every
+// estimate restarts from MinTimeout. Clusters are far smaller.
 const maxPeersTracked = 1024
+
+// retain forgets every peer whose address is not in addrs (the members'
+// peer addresses), so that address churn — pods replaced under new
+// addresses — does not accumulate estimates of peers long gone.
+func (t *rttTable) retain(addrs map[string]string) {
+	keep := make(map[string]bool, len(addrs))
+	for _, a := range addrs {
+		keep[a] = true
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	maps.DeleteFunc(t.peers, func(a string, _ *rtt) bool { return !keep[a] })
+	maps.DeleteFunc(t.quiet, func(a string, _ time.Time) bool { return !keep[a] })
+}
 
 // observe records a round trip of d to addr, which has just answered.
 func (t *rttTable) observe(addr string, d time.Duration) {

@@ -391,6 +391,15 @@ func TestRTTTable(t *testing.T) {
 	if got := r.timeout("b", lo, hi); got != lo {
 		t.Fatalf("peers share estimates: %s", got)
 	}
+	// A membership without a's address forgets a; b's stays.
+	r.observe("b", 40*time.Millisecond)
+	r.retain(map[string]string{"node-b": "b"})
+	if got := r.timeout("a", lo, hi); got != lo {
+		t.Fatalf("a left the cluster but kept its estimate: %s", got)
+	}
+	if got := r.timeout("b", lo, hi); got == lo {
+		t.Fatal("b is a member but lost its estimate")
+	}
 }
 
 // forwardBlame's verdict for every way a forward can end.
