@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"net/url"
 	"slices"
 	"strings"
@@ -37,6 +38,14 @@ func (n *node) adminHandler(lim *limiter.Limiter, reg prometheus.Gatherer) http.
 		}
 		writeJSON(w, out)
 	})
+	// Go's profiler, for operators only (this listener, never the public
+	// port): /debug/pprof/profile?seconds=N (N up to adminProfileMax),
+	// heap, goroutine, trace.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -120,6 +121,30 @@ func TestNode_adminNotOnPublicPort(t *testing.T) {
 		if code := getJSON(t, "http://"+n.adminAddr()+p, new(any)); code != http.StatusOK {
 			t.Errorf("GET %s on the admin port: %d, want 200", p, code)
 		}
+	}
+}
+
+// The profiler is the operators': on the admin listener, not the public one.
+func TestNode_pprofOnlyOnAdminPort(t *testing.T) {
+	n, _ := startNode(t)
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, _ := get("http://" + n.httpAddr() + "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ on the public port: %d, want 404", code)
+	}
+	if code, body := get("http://" + n.adminAddr() + "/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Errorf("GET /debug/pprof/ on the admin port: %d, want 200 and the profile index", code)
+	}
+	if code, body := get("http://" + n.adminAddr() + "/debug/pprof/profile?seconds=1"); code != http.StatusOK || len(body) == 0 {
+		t.Errorf("a 1s CPU profile on the admin port: %d, %d bytes", code, len(body))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -16,8 +17,13 @@ import (
 // operators and their scripts, never traffic.
 const adminMaxConns = 64
 
+// adminProfileMax is the longest CPU profile or trace the admin listener
+// serves (/debug/pprof/profile?seconds=N); its write timeout is a little
+// longer.
+const adminProfileMax = 60 * time.Second
+
 // adminServer is the read-only admin listener (--admin-addr): /admin/status,
-// /admin/shadow and /admin/inspect, which read other tenants' keys and
+// /admin/shadow, /admin/inspect and Go's profiler (/debug/pprof/), which read other tenants' keys and
 // state and so are never served on the public port. With the peer mTLS
 // material it is HTTPS and every client must present a certificate from
 // --admin-tls-ca, or from the peer CA without it; without the material it
@@ -51,6 +57,7 @@ func (n *node) serveAdmin(lim *limiter.Limiter, reg *prometheus.Registry) error 
 	}
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = adminMaxConns
+	hcfg.WriteTimeout = adminProfileMax + 5*time.Second
 	hs, err := server.NewHTTPServer(hcfg, n.adminHandler(lim, reg), n.logger.With("listener", "admin"), nil)
 	if err != nil {
 		return err

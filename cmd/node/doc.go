@@ -21,7 +21,7 @@
 //	--log-level      debug, info, warn or error
 //	--peer-addr      node-to-node listener (127.0.0.1:8091): forwarding only, never the public port
 //	--peer-tls-cert, --peer-tls-key, --peer-tls-ca   mutual TLS on it (required off loopback)
-//	--admin-addr     read-only /admin/* for weir status|shadow|inspect (127.0.0.1:8092; "" off);
+//	--admin-addr     read-only /admin/* for weir status|shadow|inspect, and /debug/pprof/ (127.0.0.1:8092; "" off);
 //	                 never the public port; HTTPS with peer-CA client certificates when --peer-tls-* are set
 //	--gossip-addr, --join, --gossip-key-file          membership; gossip off loopback needs a key
 //	--tls-cert, --tls-key, --tls-client-ca            TLS (and mTLS) on the public gRPC and HTTP listeners
