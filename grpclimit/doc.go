@@ -4,7 +4,7 @@
 //
 //   - Limits: per connection — the largest message, the calls in flight,
 //     keepalive enforcement, idle connections, static flow-control windows.
-//     server.GRPCConfig and peer.ServerConfig convert to it.
+//     server.GRPCConfig and peer.ServerConfig are defined as Limits.
 //   - Codec and ScanFields: per request — a Check of the request's wire
 //     form before it is decoded, so that a forged request of millions of
 //     tiny entries is refused before it becomes millions of objects, and
@@ -15,8 +15,10 @@
 //
 // A server package puts them together:
 //
+//	type GRPCConfig grpclimit.Limits
+//	func DefaultGRPCConfig() GRPCConfig { return GRPCConfig(grpclimit.DefaultLimits(maxRequest, 256)) }
 //	func (c GRPCConfig) ServerOptions() []grpc.ServerOption {
-//		return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
+//		return grpclimit.Limits(c).ServerOptions(newCodec())
 //	}
 //	s := grpc.NewServer(cfg.ServerOptions()...)
 //	RegisterService(grpclimit.Gate(s, budget, cfg.MaxRecvMsgBytes), ...)

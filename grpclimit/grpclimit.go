@@ -10,7 +10,9 @@ import (
 )
 
 // Limits bounds what one gRPC server accepts. server.GRPCConfig and
-// peer.ServerConfig have the same fields and convert to it.
+// peer.ServerConfig are defined as Limits: they differ only in their
+// defaults, the largest valid request Validate holds them to, and the Codec
+// their ServerOptions install.
 type Limits struct {
 	// MaxRecvMsgBytes is the largest message the server reads; a larger
 	// one is refused with RESOURCE_EXHAUSTED before it is read.
@@ -27,6 +29,22 @@ type Limits struct {
 	KeepaliveTimeout time.Duration
 	// MaxConnectionIdle closes a connection with no call for this long.
 	MaxConnectionIdle time.Duration
+}
+
+// DefaultLimits returns Limits for a server whose largest message is
+// maxRecvMsgBytes and which runs up to maxConcurrentStreams calls per
+// connection, with the keepalive bounds every weir server shares: client
+// pings no more often than every 10 s, a server ping after 1 min idle with
+// a 20 s timeout, idle connections closed after 15 min.
+func DefaultLimits(maxRecvMsgBytes int, maxConcurrentStreams uint32) Limits {
+	return Limits{
+		MaxRecvMsgBytes:      maxRecvMsgBytes,
+		MaxConcurrentStreams: maxConcurrentStreams,
+		KeepaliveMinTime:     10 * time.Second,
+		KeepaliveTime:        time.Minute,
+		KeepaliveTimeout:     20 * time.Second,
+		MaxConnectionIdle:    15 * time.Minute,
+	}
 }
 
 // Validate reports every problem with l, given the largest valid request
@@ -67,10 +85,11 @@ const StreamWindowBytes = 64 << 10
 const ConnWindowBytes = 16 << 20
 
 // ServerOptions returns the grpc.ServerOptions that apply l, with static
-// flow-control windows (StreamWindowBytes, ConnWindowBytes). l must pass
-// Validate.
-func (l Limits) ServerOptions() []grpc.ServerOption {
+// flow-control windows (StreamWindowBytes, ConnWindowBytes), and install
+// codec, the server's Codec, in place of gRPC's own. l must pass Validate.
+func (l Limits) ServerOptions(codec *Codec) []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
 		grpc.StaticStreamWindowSize(StreamWindowBytes),
 		grpc.StaticConnWindowSize(ConnWindowBytes),
 		grpc.MaxRecvMsgSize(l.MaxRecvMsgBytes),

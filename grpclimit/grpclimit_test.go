@@ -34,7 +34,17 @@ func TestLimits_Validate(t *testing.T) {
 }
 
 func TestLimits_ServerOptions_oneEachBound(t *testing.T) {
-	if n := len(ok().ServerOptions()); n != 6 {
-		t.Fatalf("%d options, want 6 (two windows, message size, streams, keepalive policy and parameters)", n)
+	if n := len(ok().ServerOptions(NewCodec(func(any) Check { return nil }))); n != 7 {
+		t.Fatalf("%d options, want 7 (codec, two windows, message size, streams, keepalive policy and parameters)", n)
+	}
+}
+
+func TestDefaultLimits(t *testing.T) {
+	l := DefaultLimits(100, 8)
+	if l.MaxRecvMsgBytes != 100 || l.MaxConcurrentStreams != 8 {
+		t.Fatalf("DefaultLimits(100, 8) = %+v", l)
+	}
+	if err := l.Validate(100); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
 	}
 }

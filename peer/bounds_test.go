@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -10,13 +9,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 )
 
 // startBoundedServer serves h with DefaultServerConfig's options, as the
@@ -27,42 +25,17 @@ func startBoundedServer(t *testing.T, h Handler) string {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(cfg.ServerOptions()...)
-	Register(s, h)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	t.Cleanup(func() { s.Stop(); <-done })
-	return lis.Addr().String()
+	return grpclimittest.Serve(t, cfg.ServerOptions(), func(s *grpc.Server) { Register(s, h) })
 }
 
-// rawCodec sends []byte as they are, so a test can put any bytes on the
-// wire, and decodes answers as protobuf.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
-}
-
-func invokeRaw(t *testing.T, addr string, raw []byte) (*peerv1.DecideResponse, error) {
+// invokeRaw sends raw as a Decide request on conn (a grpclimittest.DialRaw
+// connection).
+func invokeRaw(t *testing.T, conn *grpc.ClientConn, raw []byte) (*peerv1.DecideResponse, error) {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	var out peerv1.DecideResponse
-	err = conn.Invoke(ctx, "/weir.peer.v1.Peer/Decide", &raw, &out)
+	err := conn.Invoke(ctx, "/weir.peer.v1.Peer/Decide", &raw, &out)
 	return &out, err
 }
 
@@ -102,7 +75,7 @@ func TestServer_largestValidRequestFits(t *testing.T) {
 // MaxRequestBytes before it is read.
 func TestServer_refusesMalformedAndOversized(t *testing.T) {
 	h := &fakeHandler{}
-	addr := startBoundedServer(t, h)
+	conn := grpclimittest.DialRaw(t, startBoundedServer(t, h))
 	field := func(num protowire.Number, b []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, num, protowire.BytesType), b)
 	}
@@ -127,7 +100,7 @@ func TestServer_refusesMalformedAndOversized(t *testing.T) {
 		"forged refusal marker": {protowire.AppendString(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.BytesType), "x"), codes.InvalidArgument},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := invokeRaw(t, addr, tc.raw); status.Code(err) != tc.code {
+			if _, err := invokeRaw(t, conn, tc.raw); status.Code(err) != tc.code {
 				t.Fatalf("err = %v, want %v", err, tc.code)
 			}
 		})
@@ -139,7 +112,7 @@ func TestServer_refusesMalformedAndOversized(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := invokeRaw(t, addr, ok); err != nil || len(resp.GetResults()) != 1 {
+	if resp, err := invokeRaw(t, conn, ok); err != nil || len(resp.GetResults()) != 1 {
 		t.Fatalf("valid request: %v, %v", resp, err)
 	}
 }

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -37,42 +36,19 @@ const (
 var _ = [MaxRequestBytes - (1 + 4 + MaxItemBytes) - (1 + 2 + MaxNodeNameBytes)]struct{}{}
 
 // ServerConfig bounds what the peer gRPC server accepts, as
-// server.GRPCConfig does for the public one. ServerOptions turns it into
-// grpc.ServerOptions.
-type ServerConfig struct {
-	// MaxRecvMsgBytes is the largest request read; a larger one is refused
-	// with RESOURCE_EXHAUSTED before it is read. At least MaxRequestBytes.
-	MaxRecvMsgBytes int
-	// MaxConcurrentStreams bounds the RPCs in flight on one connection.
-	// A sender runs ClientConfig.MaxInFlight RPCs per peer (1 by default);
-	// more wait for a stream.
-	MaxConcurrentStreams uint32
-	// KeepaliveMinTime is the shortest interval between client pings the
-	// server tolerates; a client pinging more often is disconnected.
-	KeepaliveMinTime time.Duration
-	// KeepaliveTime and KeepaliveTimeout: the server pings a connection
-	// idle for KeepaliveTime and closes it without an answer within
-	// KeepaliveTimeout.
-	KeepaliveTime    time.Duration
-	KeepaliveTimeout time.Duration
-	// MaxConnectionIdle closes a connection with no RPC for this long (the
-	// client reconnects on its next forward).
-	MaxConnectionIdle time.Duration
-}
+// server.GRPCConfig does for the public one; its fields are grpclimit's.
+// MaxRecvMsgBytes must be at least MaxRequestBytes. A sender runs
+// ClientConfig.MaxInFlight RPCs per peer (1 by default); beyond
+// MaxConcurrentStreams, more wait for a stream. A connection closed after
+// MaxConnectionIdle is dialled again by the client on its next forward.
+// ServerOptions turns it into grpc.ServerOptions.
+type ServerConfig grpclimit.Limits
 
 // DefaultServerConfig returns the defaults: MaxRecvMsgBytes
-// MaxRequestBytes, 64 streams per connection, pings no more often than
-// every 10 s, a server ping after 1 min idle with a 20 s timeout, idle
-// connections closed after 15 min.
+// MaxRequestBytes, 64 streams per connection, and grpclimit.DefaultLimits'
+// keepalive bounds.
 func DefaultServerConfig() ServerConfig {
-	return ServerConfig{
-		MaxRecvMsgBytes:      MaxRequestBytes,
-		MaxConcurrentStreams: 64,
-		KeepaliveMinTime:     10 * time.Second,
-		KeepaliveTime:        time.Minute,
-		KeepaliveTimeout:     20 * time.Second,
-		MaxConnectionIdle:    15 * time.Minute,
-	}
+	return ServerConfig(grpclimit.DefaultLimits(MaxRequestBytes, 64))
 }
 
 // Validate reports every problem with c. It changes nothing.
@@ -88,5 +64,5 @@ func (c ServerConfig) Validate() error {
 // of INTERNAL (see codec.go). Pass them to grpc.NewServer with the
 // credentials. c must pass Validate.
 func (c ServerConfig) ServerOptions() []grpc.ServerOption {
-	return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
+	return grpclimit.Limits(c).ServerOptions(newCodec())
 }

@@ -2,7 +2,6 @@ package peer
 
 import (
 	"context"
-	"net"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 )
 
 // fakeHandler answers every item with a result derived from it (Overall.TAT
@@ -93,22 +93,7 @@ func item(now int64) Item {
 // startServer serves h on a free loopback port until the test ends.
 func startServer(t testing.TB, h Handler) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	Register(s, h)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	return grpclimittest.Serve(t, nil, func(s *grpc.Server) { Register(s, h) })
 }
 
 // newClient returns a Client closed when the test ends, and its registry.

@@ -13,61 +13,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/limiter"
 )
-
-// startBoundedGRPC serves RegisterGRPC(d) with DefaultGRPCConfig's options
-// on a loopback port and returns its address.
-func startBoundedGRPC(t *testing.T, d Decider) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer(DefaultGRPCConfig().ServerOptions()...)
-	RegisterGRPC(s, d, nil)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return lis.Addr().String()
-}
-
-// rawCodec sends []byte as they are, so a test can put any bytes on the
-// wire, and decodes answers as protobuf.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
-}
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
-}
-
-func rawConn(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawCodec{}), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
 
 func descriptor(name, value string) []byte {
 	var entry []byte
@@ -83,7 +36,7 @@ func descriptor(name, value string) []byte {
 // INVALID_ARGUMENT, not INTERNAL, and nothing is decided.
 func TestGRPC_malformedRequestIsInvalidArgument(t *testing.T) {
 	d := &fakeDecider{}
-	conn := rawConn(t, startBoundedGRPC(t, d))
+	conn := grpclimittest.DialRaw(t, startGatedGRPC(t, d, nil))
 	batchOf := func(req []byte) []byte {
 		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), req)
 	}
@@ -141,7 +94,7 @@ func TestGRPC_largestValidBatchFits(t *testing.T) {
 	if n := len(raw); n != MaxDecideBatchRequestBytes {
 		t.Fatalf("largest batch is %d bytes, MaxDecideBatchRequestBytes says %d", n, MaxDecideBatchRequestBytes)
 	}
-	conn := rawConn(t, startBoundedGRPC(t, &fakeDecider{}))
+	conn := grpclimittest.DialRaw(t, startGatedGRPC(t, &fakeDecider{}, nil))
 	var out weirv1.DecideBatchResponse
 	err := conn.Invoke(withTimeout(t), "/weir.v1.RateLimiter/DecideBatch", &raw, &out)
 	// The cost of -1 makes the request checks refuse it: the batch was
@@ -158,7 +111,7 @@ func TestGRPC_hugeRequestsRefusedEarly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 400 MB")
 	}
-	conn := rawConn(t, startBoundedGRPC(t, &fakeDecider{}))
+	conn := grpclimittest.DialRaw(t, startGatedGRPC(t, &fakeDecider{}, nil))
 	var huge []byte
 	for i := 0; len(huge) < 4<<20-64; i++ { // just under gRPC's default cap
 		huge = append(huge, descriptor(fmt.Sprint(i), "v")...)
@@ -223,6 +176,23 @@ func TestGRPC_hugeRequestsRefusedEarly(t *testing.T) {
 	}
 }
 
+// serveHTTP serves srv on a free loopback port until the test ends and
+// returns its address.
+func serveHTTP(t *testing.T, srv *HTTPServer) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	t.Cleanup(func() {
+		srv.Close()
+		<-served
+	})
+	return lis.Addr().String()
+}
+
 // A client that sends its headers and then trickles (or never sends) its
 // body, or idles on a keep-alive connection, is disconnected after the
 // timeout instead of holding its connection forever.
@@ -234,23 +204,14 @@ func TestHTTPServer_slowAndIdleConnectionsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
+	addr := serveHTTP(t, srv)
 	for name, send := range map[string]string{
 		"slow body":       "POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{",
 		"slow headers":    "POST /v1/decide HTTP/1.1\r\nHost: x\r\n",
 		"idle keep-alive": "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
 	} {
 		t.Run(name, func(t *testing.T) {
-			c, err := net.Dial("tcp", lis.Addr().String())
+			c, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -278,25 +239,16 @@ func TestHTTPServer_connectionCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Close()
-		<-served
-	})
+	addr := serveHTTP(t, srv)
 	var held []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", lis.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
 	}
-	third, err := net.Dial("tcp", lis.Addr().String()) // the kernel accepts; the server does not
+	third, err := net.Dial("tcp", addr) // the kernel accepts; the server does not
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -27,43 +26,21 @@ const (
 	MaxDecideBatchRequestBytes = limiter.MaxBatch * (1 + 3 + MaxDecideRequestBytes)
 )
 
-// GRPCConfig bounds what one gRPC server accepts. ServerOptions turns it
-// into grpc.ServerOptions.
-type GRPCConfig struct {
-	// MaxRecvMsgBytes is the largest message the server reads; a larger
-	// one is refused with RESOURCE_EXHAUSTED before it is read. The
-	// default, MaxDecideBatchRequestBytes plus 1 KiB, admits every valid
-	// request. Per message type the codec refuses sooner: a DecideRequest
-	// over MaxDecideRequestBytes is RESOURCE_EXHAUSTED before decoding.
-	MaxRecvMsgBytes int
-	// MaxConcurrentStreams bounds the calls in flight on one connection.
-	MaxConcurrentStreams uint32
-	// KeepaliveMinTime is the shortest interval between client pings the
-	// server tolerates; a client pinging more often is disconnected
-	// (GOAWAY too_many_pings).
-	KeepaliveMinTime time.Duration
-	// KeepaliveTime and KeepaliveTimeout: the server pings a connection
-	// idle for KeepaliveTime and closes it if no answer comes within
-	// KeepaliveTimeout, so dead peers do not hold connections.
-	KeepaliveTime    time.Duration
-	KeepaliveTimeout time.Duration
-	// MaxConnectionIdle closes a connection with no call for this long.
-	MaxConnectionIdle time.Duration
-}
+// GRPCConfig bounds what the public gRPC server accepts, as
+// peer.ServerConfig does for the node-to-node one; its fields are
+// grpclimit's. MaxRecvMsgBytes must be at least MaxDecideBatchRequestBytes;
+// per message type the codec refuses sooner: a DecideRequest over
+// MaxDecideRequestBytes is RESOURCE_EXHAUSTED before decoding. Keepalive
+// enforcement disconnects a client pinging too often (GOAWAY
+// too_many_pings), and server pings close connections to dead clients.
+// ServerOptions turns it into grpc.ServerOptions.
+type GRPCConfig grpclimit.Limits
 
 // DefaultGRPCConfig returns the defaults: MaxRecvMsgBytes
-// MaxDecideBatchRequestBytes + 1 KiB, 256 streams per connection, pings no
-// more often than every 10 s, a server ping after 1 min idle with a 20 s
-// timeout, idle connections closed after 15 min.
+// MaxDecideBatchRequestBytes + 1 KiB (every valid request), 256 streams per
+// connection, and grpclimit.DefaultLimits' keepalive bounds.
 func DefaultGRPCConfig() GRPCConfig {
-	return GRPCConfig{
-		MaxRecvMsgBytes:      MaxDecideBatchRequestBytes + 1<<10,
-		MaxConcurrentStreams: 256,
-		KeepaliveMinTime:     10 * time.Second,
-		KeepaliveTime:        time.Minute,
-		KeepaliveTimeout:     20 * time.Second,
-		MaxConnectionIdle:    15 * time.Minute,
-	}
+	return GRPCConfig(grpclimit.DefaultLimits(MaxDecideBatchRequestBytes+1<<10, 256))
 }
 
 // Validate reports every problem with c. It changes nothing.
@@ -79,5 +56,5 @@ func (c GRPCConfig) Validate() error {
 // and INVALID_ARGUMENT (see NewGRPCService). Pass them to grpc.NewServer
 // with any others (credentials). c must pass Validate.
 func (c GRPCConfig) ServerOptions() []grpc.ServerOption {
-	return append(grpclimit.Limits(c).ServerOptions(), grpc.ForceServerCodecV2(newCodec()))
+	return grpclimit.Limits(c).ServerOptions(newCodec())
 }

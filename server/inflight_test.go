@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -21,6 +20,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/grpclimit"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/inflight"
 )
 
@@ -28,21 +28,14 @@ import (
 // and, unless budget is nil, every call gated by budget.
 func startGatedGRPC(t *testing.T, d Decider, budget *inflight.Budget) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := DefaultGRPCConfig()
-	s := grpc.NewServer(cfg.ServerOptions()...)
-	if budget == nil {
-		RegisterGRPC(s, d, nil)
-	} else {
-		RegisterGRPC(grpclimit.Gate(s, budget, cfg.MaxRecvMsgBytes), d, nil)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = s.Serve(lis) }()
-	t.Cleanup(func() { s.Stop(); <-done })
-	return lis.Addr().String()
+	return grpclimittest.Serve(t, cfg.ServerOptions(), func(s *grpc.Server) {
+		if budget == nil {
+			RegisterGRPC(s, d, nil)
+		} else {
+			RegisterGRPC(grpclimit.Gate(s, budget, cfg.MaxRecvMsgBytes), d, nil)
+		}
+	})
 }
 
 // heapPeak samples the bytes of heap objects every millisecond until the
@@ -97,8 +90,8 @@ func TestGRPC_inflightBudgetBoundsConcurrentHugeCalls(t *testing.T) {
 	for i := 0; len(huge) < 4<<20-64; i++ {
 		huge = append(huge, descriptor(fmt.Sprint(i), "v")...)
 	}
-	conns := []*grpc.ClientConn{rawConn(t, addr), rawConn(t, addr), rawConn(t, addr), rawConn(t, addr)}
-	small := rawConn(t, addr)
+	conns := []*grpc.ClientConn{grpclimittest.DialRaw(t, addr), grpclimittest.DialRaw(t, addr), grpclimittest.DialRaw(t, addr), grpclimittest.DialRaw(t, addr)}
+	small := grpclimittest.DialRaw(t, addr)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
@@ -159,7 +152,7 @@ func TestGRPC_inflightBudgetFullRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &fakeDecider{}
-	conn := rawConn(t, startGatedGRPC(t, d, budget))
+	conn := grpclimittest.DialRaw(t, startGatedGRPC(t, d, budget))
 	raw := descriptor("user", "u1")
 	var out weirv1.DecideResponse
 	if err := conn.Invoke(withTimeout(t), "/weir.v1.RateLimiter/Decide", &raw, &out); status.Code(err) != codes.ResourceExhausted {

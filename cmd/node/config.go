@@ -23,6 +23,9 @@ type config struct {
 	LogFormat       string
 	LogLevel        string
 	Bounds          boundsConfig // resource bounds: bounds.go
+	// GRPCStreamWorkers: goroutines serving each gRPC server's calls, 0
+	// for one goroutine per call (streamworkers.go).
+	GRPCStreamWorkers int
 
 	// Cluster membership.
 	NodeName       string
@@ -64,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
+	addStreamWorkersFlag(fs, &env, &c.GRPCStreamWorkers)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
 	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
@@ -111,6 +115,9 @@ func (c config) validate() error {
 	}
 	if c.ForwardTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--forward-timeout %s must be positive", c.ForwardTimeout))
+	}
+	if err := validateStreamWorkers(c.GRPCStreamWorkers); err != nil {
+		errs = append(errs, err)
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -178,10 +179,11 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	if err != nil {
 		return err
 	}
-	n.grpc = grpc.NewServer(append(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions()...)...)
+	workers := streamWorkerOptions(cfg.GRPCStreamWorkers)
+	n.grpc = grpc.NewServer(slices.Concat(n.publicServerOptions(cfg), server.DefaultGRPCConfig().ServerOptions(), workers)...)
 	public := grpclimit.Gate(n.grpc, budget, int(maxGRPCMessage()))
 	n.health = server.RegisterGRPC(public, lim, n.logger, server.WithTopology(n.topology(lim)))
-	n.peerGRPC = grpc.NewServer(append(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions()...)...)
+	n.peerGRPC = grpc.NewServer(slices.Concat(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions(), workers)...)
 	peerGated := grpclimit.Gate(n.peerGRPC, budget, int(maxGRPCMessage()))
 	peer.Register(peerGated, ph)
 	if n.regional.link != nil {

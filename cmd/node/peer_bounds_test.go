@@ -5,27 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/peer"
 )
-
-// rawBytesCodec puts []byte on the wire as they are.
-type rawBytesCodec struct{}
-
-func (rawBytesCodec) Name() string { return "proto" }
-func (rawBytesCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*v.(*[]byte))}, nil
-}
-func (rawBytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
-}
 
 // TestNode_peerServerBounded: the node's peer server runs with
 // peer.DefaultServerConfig: malformed protobuf is INVALID_ARGUMENT (not
@@ -35,12 +21,7 @@ func TestNode_peerServerBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(n.peerAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(rawBytesCodec{}), grpc.MaxCallSendMsgSize(64<<20)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	conn := grpclimittest.DialRaw(t, n.peerAddr())
 	for name, tc := range map[string]struct {
 		raw  []byte
 		code codes.Code
