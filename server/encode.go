@@ -90,10 +90,11 @@ func appendBatchResponse(b []byte, decs []limiter.Decision, epoch uint64) ([]byt
 	if len(decs) > 0 {
 		b = slices.Grow(b, len(decs)*estimateResponse(&decs[0]))
 	}
+	var check utf8Check
 	for i := range decs {
 		d := &decs[i]
-		if err := checkUTF8(d); err != nil {
-			return nil, fmt.Errorf("responses[%d]: %w", i, err)
+		if !check.valid(d) {
+			return nil, fmt.Errorf("responses[%d]: %w", i, errInvalidUTF8)
 		}
 		b = protowire.AppendTag(b, fieldBatchResponses, protowire.BytesType)
 		at := len(b)
@@ -137,19 +138,40 @@ func putLength(b []byte, at, reserved int) []byte {
 	return b
 }
 
-// checkUTF8 refuses d if one of its strings is not valid UTF-8.
-func checkUTF8(d *limiter.Decision) error {
-	ok := utf8.ValidString(d.PolicyVersion)
+// utf8Check checks the strings of a batch's decisions. The policy version
+// and the limit names are the same few strings in every decision of a
+// batch, so it remembers those it found valid; keys differ from one
+// decision to the next and are always checked.
+type utf8Check struct {
+	seen [4]string
+	next int
+}
+
+// valid reports whether d's strings are all valid UTF-8.
+func (c *utf8Check) valid(d *limiter.Decision) bool {
+	ok := c.known(d.PolicyVersion)
 	for i := range d.Limits {
-		ok = ok && utf8.ValidString(d.Limits[i].Name) && utf8.ValidString(d.Limits[i].Key)
+		ok = ok && c.known(d.Limits[i].Name) && utf8.ValidString(d.Limits[i].Key)
 	}
 	if f := d.Fallback; f != nil {
 		ok = ok && utf8.ValidString(f.Mode) && utf8.ValidString(f.Reason)
 	}
-	if !ok {
-		return errInvalidUTF8
+	return ok
+}
+
+// known reports whether s is valid UTF-8, remembering it when it is.
+func (c *utf8Check) known(s string) bool {
+	for _, v := range c.seen {
+		if v == s {
+			return true
+		}
 	}
-	return nil
+	if !utf8.ValidString(s) {
+		return false
+	}
+	c.seen[c.next%len(c.seen)] = s
+	c.next++
+	return true
 }
 
 // appendResponse appends the fields of the DecideResponse of d and epoch,
