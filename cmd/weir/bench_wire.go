@@ -23,9 +23,9 @@ import (
 // requests and reads the answers by hand instead of through protobuf-go,
 // whose reflective map encoding and message decoding cost the load
 // generator most of its CPU (a DecideResponse of two limit statuses decodes
-// into eight messages and two strings). A worker rewrites only the key
-// values of its request bytes from one call to the next, and reads of each
-// response only whether it was allowed, checking that every response is
+// into eight messages and two strings). A worker writes each request from
+// the fixed descriptors, encoded once, and its keys into a buffer it
+// reuses, and reads of each response only whether it was allowed, checking that every response is
 // well-formed and that there is one per request. The echo server and a node
 // are driven by the same code, so the ceiling and the node are measured
 // alike. TestWireBatch_* compare both directions with protobuf-go.
