@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
@@ -177,4 +180,43 @@ func (brokenUTF8) DecideBatch(_ context.Context, rs []limiter.Request) ([]limite
 		out[i].PolicyVersion = "\xff"
 	}
 	return out, nil
+}
+
+// TestGRPC_DecideBatch_preEncoded: through the production server options
+// and through a plain server, the client reads exactly the messages
+// ToProtoBatch builds from the same decisions, with the ring epoch.
+func TestGRPC_DecideBatch_preEncoded(t *testing.T) {
+	reqs := []*weirv1.DecideRequest{
+		{Descriptors: map[string]string{"user": "u1"}},
+		{Descriptors: map[string]string{"user": "blocked"}},
+		{Descriptors: map[string]string{"user": "u2"}, Cost: new(int64(11))},
+	}
+	var decs []limiter.Decision
+	for _, r := range reqs {
+		d, err := fakeDecision(context.Background(), FromProto(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		decs = append(decs, d)
+	}
+	want := &weirv1.DecideBatchResponse{Responses: ToProtoBatch(decs), RingEpoch: 42}
+	for name, opts := range map[string][]grpc.ServerOption{"production": DefaultGRPCConfig().ServerOptions(), "plain": nil} {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := grpc.NewServer(opts...)
+		RegisterGRPC(s, &fakeDecider{}, nil, WithTopology(fakeTopology{}))
+		go s.Serve(lis) //nolint:errcheck // Stop below ends it
+		conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := weirv1.NewRateLimiterClient(conn).DecideBatch(withTimeout(t), &weirv1.DecideBatchRequest{Requests: reqs})
+		conn.Close()
+		s.Stop()
+		if err != nil || !proto.Equal(got, want) {
+			t.Errorf("%s: DecideBatch = %v, %v; want %v", name, got, err, want)
+		}
+	}
 }
