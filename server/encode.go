@@ -87,8 +87,9 @@ func preEncodedBatch(decs []limiter.Decision, epoch uint64) (*weirv1.DecideBatch
 // appendBatchResponse appends the wire form of the DecideBatchResponse of
 // decs and epoch to b.
 func appendBatchResponse(b []byte, decs []limiter.Decision, epoch uint64) ([]byte, error) {
+	start := len(b)
 	if len(decs) > 0 {
-		b = slices.Grow(b, len(decs)*estimateResponse(&decs[0]))
+		b = slices.Grow(b, firstResponseBytes)
 	}
 	var check utf8Check
 	for i := range decs {
@@ -101,6 +102,11 @@ func appendBatchResponse(b []byte, decs []limiter.Decision, epoch uint64) ([]byt
 		b = append(b, 0, 0) // room for the length of a typical response
 		b = appendResponse(b, d, 0)
 		b = putLength(b, at, 2)
+		if i == 0 && len(decs) > 1 {
+			// Size the buffer once, from the first response: the others
+			// are about as long (same limits, keys of similar length).
+			b = slices.Grow(b, (len(b)-start)*(len(decs)-1)*9/8)
+		}
 	}
 	if epoch != 0 {
 		b = protowire.AppendTag(b, fieldBatchEpoch, protowire.Fixed64Type)
@@ -109,15 +115,10 @@ func appendBatchResponse(b []byte, decs []limiter.Decision, epoch uint64) ([]byt
 	return b, nil
 }
 
-// estimateResponse is about the encoded size of d's response with its tag
-// and length, to size a batch's buffer once.
-func estimateResponse(d *limiter.Decision) int {
-	n := 48 + len(d.PolicyVersion)
-	for i := range d.Limits {
-		n += 48 + len(d.Limits[i].Name) + len(d.Limits[i].Key)
-	}
-	return n
-}
+// firstResponseBytes is room for the first response of a batch, whose
+// length then sizes the buffer for the others: a response of the built-in
+// policy's two limits is about 165 bytes.
+const firstResponseBytes = 256
 
 // putLength writes the length of the message that follows the reserved
 // bytes at b[at:at+reserved] into them as a varint, moving the message when
