@@ -47,7 +47,6 @@ const (
 	fieldRespFallback      = 8
 	fieldRespPolicyVersion = 9
 	fieldRespFromLease     = 10
-	fieldRespEpoch         = 20
 
 	fieldLimitName       = 1
 	fieldLimitKey        = 2
@@ -100,7 +99,7 @@ func appendBatchResponse(b []byte, decs []limiter.Decision, epoch uint64) ([]byt
 		b = protowire.AppendTag(b, fieldBatchResponses, protowire.BytesType)
 		at := len(b)
 		b = append(b, 0, 0) // room for the length of a typical response
-		b = appendResponse(b, d, 0)
+		b = appendResponse(b, d)
 		b = putLength(b, at, 2)
 		if i == 0 && len(decs) > 1 {
 			// Size the buffer once, from the first response: the others
@@ -175,9 +174,10 @@ func (c *utf8Check) known(s string) bool {
 	return true
 }
 
-// appendResponse appends the fields of the DecideResponse of d and epoch,
-// in field order as proto.Marshal writes them.
-func appendResponse(b []byte, d *limiter.Decision, epoch uint64) []byte {
+// appendResponse appends the fields of the DecideResponse of d, in field
+// order as proto.Marshal writes them. In a batch a response carries no
+// ring epoch (the batch does).
+func appendResponse(b []byte, d *limiter.Decision) []byte {
 	b = appendBool(b, fieldRespAllowed, d.Allowed)
 	b = appendDurationField(b, fieldRespRetryAfter, d.RetryAfter)
 	b = appendInt64(b, fieldRespRemaining, d.Remaining)
@@ -200,12 +200,7 @@ func appendResponse(b []byte, d *limiter.Decision, epoch uint64) []byte {
 		b = putLength(b, at, 1)
 	}
 	b = appendString(b, fieldRespPolicyVersion, d.PolicyVersion)
-	b = appendBool(b, fieldRespFromLease, d.FromLease)
-	if epoch != 0 {
-		b = protowire.AppendTag(b, fieldRespEpoch, protowire.Fixed64Type)
-		b = protowire.AppendFixed64(b, epoch)
-	}
-	return b
+	return appendBool(b, fieldRespFromLease, d.FromLease)
 }
 
 func appendLimit(b []byte, l *limiter.LimitDecision) []byte {
