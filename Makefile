@@ -90,7 +90,7 @@ bench-peers: check-deps
 # fail are written under the package's testdata/fuzz/ and then replayed by
 # every plain `go test`.
 FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
-  ./server:FuzzDecode_DecideRequest ./server:FuzzDecode_DecideBatchRequest \
+  ./server:FuzzDecode_DecideRequest ./server:FuzzDecode_DecideBatchRequest ./server:FuzzEncode_BatchResponse \
   ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 2s

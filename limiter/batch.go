@@ -62,15 +62,17 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 		}
 	}
 	p := l.policies.Current()
-	matches, limits, err := resolveBatch(p, rs)
+	sc := l.batches.Get().(*batchScratch)
+	defer l.putBatch(sc)
+	matches, limits, err := sc.resolve(p, rs)
 	if err != nil {
 		return nil, err
 	}
 	now := l.now().UnixNano()
 	out := make([]Decision, len(rs))
-	errs := make([]error, len(rs))
+	errs := sc.errs(len(rs))
 	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], limits[i], rs[i].Cost, now, true) }
-	var waiting, inline []int
+	waiting, inline := sc.waiting[:0], sc.inline[:0]
 	for i := range rs {
 		if l.mayWait(matches[i]) {
 			waiting = append(waiting, i)
@@ -78,6 +80,7 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 			inline = append(inline, i)
 		}
 	}
+	sc.waiting, sc.inline = waiting, inline
 	wg := l.startBatchWorkers(waiting, decide)
 	for _, i := range inline {
 		decide(i)
@@ -110,23 +113,76 @@ func (l *Limiter) startBatchWorkers(idx []int, decide func(int)) *sync.WaitGroup
 	return &wg
 }
 
-// resolveBatch resolves every request of a batch (all first: unknown
-// descriptors are bad input too) into one slab of matches, and cuts a slab
-// of limit decisions to match: two allocations for the batch, not two per
-// request. Each request's parts are capped at their length, so appending
-// to one never writes into the next.
-func resolveBatch(p *policy.Policy, rs []Request) ([][]policy.Match, [][]LimitDecision, error) {
-	all := make([]policy.Match, 0, 2*len(rs))
-	ends := make([]int, len(rs))
+// batchScratch is what one DecideBatch needs only while it runs: the
+// requests' matches and the slices that index them. Batches reuse it
+// (Limiter.batches) instead of allocating it anew; what DecideBatch
+// returns (the decisions and their limit slab) is never part of it.
+type batchScratch struct {
+	all     []policy.Match
+	ends    []int
+	matches [][]policy.Match
+	limits  [][]LimitDecision
+	errors  []error
+	waiting []int
+	inline  []int
+}
+
+// maxPooledMatches caps the matches a pooled batchScratch keeps, so a rare
+// huge batch does not pin its slab (about 80 bytes a match).
+const maxPooledMatches = 4 * MaxBatch
+
+// putBatch clears sc, so that it holds no keys, policies or errors, and
+// returns it to the pool.
+func (l *Limiter) putBatch(sc *batchScratch) {
+	if cap(sc.all) > maxPooledMatches {
+		return
+	}
+	clear(sc.all[:cap(sc.all)])
+	clear(sc.matches)
+	clear(sc.limits)
+	clear(sc.errors)
+	l.batches.Put(sc)
+}
+
+// errs returns n nil errors.
+func (sc *batchScratch) errs(n int) []error {
+	sc.errors = grow(sc.errors, n)
+	return sc.errors
+}
+
+// grow returns s with length n, reusing its array when it is large enough.
+// The elements are those the array held (putBatch cleared them).
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// resolve resolves every request of a batch (all first: unknown
+// descriptors are bad input too) into one slab of matches, and cuts a new
+// slab of limit decisions to match: the limit decisions are the only
+// allocation. Each request's parts are capped at their length, so
+// appending to one never writes into the next.
+func (sc *batchScratch) resolve(p *policy.Policy, rs []Request) ([][]policy.Match, [][]LimitDecision, error) {
+	all := sc.all[:0]
+	if cap(all) < 2*len(rs) {
+		all = make([]policy.Match, 0, 2*len(rs))
+	}
+	ends := grow(sc.ends, len(rs))
 	for i, r := range rs {
 		var err error
-		if all, err = resolve(p, r.Descriptors, all); err != nil {
+		all, err = resolve(p, r.Descriptors, all)
+		if all != nil {
+			sc.all = all // keep a grown slab, for putBatch to clear
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 		ends[i] = len(all)
 	}
-	matches := make([][]policy.Match, len(rs))
-	limits := make([][]LimitDecision, len(rs))
+	matches, limits := grow(sc.matches, len(rs)), grow(sc.limits, len(rs))
+	sc.ends, sc.matches, sc.limits = ends, matches, limits
 	slab := make([]LimitDecision, len(all))
 	start := 0
 	for i, end := range ends {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,5 +155,51 @@ func TestLimiter_DecideBatch_requestsOfDifferentGroups(t *testing.T) {
 	mixed := append(rs, Request{Descriptors: desc("tenant", "a", "ip", "10.0.0.2"), Cost: 1})
 	if _, err := batch.lim.DecideBatch(context.Background(), mixed); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "requests[3]") {
 		t.Errorf("mixed groups in requests[3]: err = %v, want an invalid request naming requests[3]", err)
+	}
+}
+
+// TestLimiter_DecideBatch_reusedScratch: batches that reuse one another's
+// scratch (larger, smaller, failed ones between) decide exactly as the
+// same requests decided one by one on a twin limiter.
+func TestLimiter_DecideBatch_reusedScratch(t *testing.T) {
+	batch, single := newFixture(t, testPolicy), newFixture(t, testPolicy)
+	three := func(i int) Request { // three matches: per-user, per-tenant, the shadow
+		return Request{Descriptors: desc("tenant", fmt.Sprint("t", i%3), "user", fmt.Sprint("u", i%2), "route", "/r"), Cost: 1}
+	}
+	one := func(i int) Request { return Request{Descriptors: desc("ip", fmt.Sprint("10.0.0.", i%4)), Cost: 2} }
+	bad := Request{Descriptors: desc("tenant", "t0", "bogus", "x"), Cost: 1}
+	var rounds [][]Request
+	for n := range 4 {
+		var big []Request
+		for i := range 40 {
+			big = append(big, three(i+n))
+		}
+		small := []Request{one(n)}
+		mixed := []Request{one(n), three(n), {Descriptors: desc("route", "/unmatched"), Cost: 1}, three(n + 1), one(n + 1)}
+		failing := append(slices.Clone(mixed), bad)
+		rounds = append(rounds, big, small, failing, mixed)
+	}
+	for r, rs := range rounds {
+		got, err := batch.lim.DecideBatch(context.Background(), rs)
+		if slices.ContainsFunc(rs, func(q Request) bool { return q.Descriptors["bogus"] != "" }) {
+			if !errors.Is(err, ErrInvalidRequest) {
+				t.Fatalf("round %d: err = %v, want ErrInvalidRequest", r, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("round %d: %v", r, err)
+		}
+		for i, q := range rs {
+			want, err := single.lim.Decide(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got[i], want) {
+				t.Fatalf("round %d, request %d: batch decided %+v, one by one %+v", r, i, got[i], want)
+			}
+		}
+		batch.clock.Add(100 * time.Millisecond)
+		single.clock.Add(100 * time.Millisecond)
 	}
 }

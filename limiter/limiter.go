@@ -127,6 +127,7 @@ type Limiter struct {
 	observe  func(Decision)  // nil, or set by WithObserver
 	hinter   WaitHinter      // the store, when it says which requests wait
 	calls    sync.Pool       // of *storeCall, reused across store calls
+	batches  sync.Pool       // of *batchScratch, reused across batches
 	// batchConcurrency is Config.BatchConcurrency.
 	batchConcurrency int
 }
@@ -167,6 +168,7 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	l.debtor, _ = store.(FallbackDebtor)
 	l.hinter, _ = store.(WaitHinter)
 	l.calls.New = func() any { return new(storeCall) }
+	l.batches.New = func() any { return new(batchScratch) }
 	l.batchConcurrency = cfg.BatchConcurrency
 	m, err := newMetrics(reg)
 	if err != nil {

@@ -159,18 +159,26 @@ func BenchmarkService_DecideBatch(b *testing.B) {
 // BenchmarkProto_DecideBatch is the protobuf part of a DecideBatch of 100
 // on the server: decoding the request, by protobuf-go (each request's
 // descriptors are a protobuf map, which it decodes by reflection) and by
-// the server's codec (decodeBatch), and encoding the response. It shows what the codec costs per decision beside the
-// service's own part (BenchmarkService_DecideBatch).
+// the server's codec (decodeBatch), and encoding the response, from
+// messages built by ToProtoBatch through proto.Marshal (as the HTTP API
+// does, and gRPC did before preEncodedBatch) and by the hand-written
+// encoder. It shows what the codec costs per decision beside the service's
+// own part (BenchmarkService_DecideBatch).
 func BenchmarkProto_DecideBatch(b *testing.B) {
 	const size = 100
 	raw, err := proto.Marshal(&weirv1.DecideBatchRequest{Requests: benchRequests(size)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	resp, err := NewGRPCService(benchLimiter(b), nil).DecideBatch(context.Background(), &weirv1.DecideBatchRequest{Requests: benchRequests(size)})
+	rs, err := batchRequests(&weirv1.DecideBatchRequest{Requests: benchRequests(size)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	decs, err := benchLimiter(b).DecideBatch(context.Background(), rs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp := &weirv1.DecideBatchResponse{Responses: ToProtoBatch(decs)}
 	b.Run("unmarshal_request", func(b *testing.B) {
 		b.ReportAllocs()
 		perDecision(b, size, func() {
@@ -193,11 +201,35 @@ func BenchmarkProto_DecideBatch(b *testing.B) {
 			}
 		})
 	})
-	b.Run("marshal_response", func(b *testing.B) {
+	b.Run("marshal_response", func(b *testing.B) { // messages already built
 		b.ReportAllocs()
 		perDecision(b, size, func() {
 			for b.Loop() {
 				if _, err := proto.Marshal(resp); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("build_and_marshal_response", func(b *testing.B) {
+		b.ReportAllocs()
+		perDecision(b, size, func() {
+			for b.Loop() {
+				if _, err := proto.Marshal(&weirv1.DecideBatchResponse{Responses: ToProtoBatch(decs)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	})
+	b.Run("encode_response", func(b *testing.B) { // what the gRPC service does
+		b.ReportAllocs()
+		perDecision(b, size, func() {
+			for b.Loop() {
+				m, err := preEncodedBatch(decs, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := proto.Marshal(m); err != nil {
 					b.Fatal(err)
 				}
 			}

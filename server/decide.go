@@ -77,13 +77,23 @@ func decide(ctx context.Context, d Decider, m *weirv1.DecideRequest) (*weirv1.De
 // decideBatch checks and decides a batch. An empty batch is answered
 // without asking the Decider.
 func decideBatch(ctx context.Context, d Decider, m *weirv1.DecideBatchRequest) (*weirv1.DecideBatchResponse, error) {
-	rs, err := batchRequests(m)
+	decs, err := batchDecisions(ctx, d, m)
 	if err != nil {
 		return nil, err
 	}
 	out := &weirv1.DecideBatchResponse{}
-	if len(rs) == 0 {
-		return out, nil
+	if len(decs) > 0 {
+		out.Responses = ToProtoBatch(decs)
+	}
+	return out, nil
+}
+
+// batchDecisions checks and decides a batch: one decision per request, in
+// order; none (and no call to the Decider) for an empty batch.
+func batchDecisions(ctx context.Context, d Decider, m *weirv1.DecideBatchRequest) ([]limiter.Decision, error) {
+	rs, err := batchRequests(m)
+	if err != nil || len(rs) == 0 {
+		return nil, err
 	}
 	decs, err := d.DecideBatch(ctx, rs)
 	if err != nil {
@@ -92,6 +102,5 @@ func decideBatch(ctx context.Context, d Decider, m *weirv1.DecideBatchRequest) (
 	if len(decs) != len(rs) {
 		return nil, fmt.Errorf("%w: %d decisions for %d requests", errBrokenDecider, len(decs), len(rs))
 	}
-	out.Responses = ToProtoBatch(decs)
-	return out, nil
+	return decs, nil
 }

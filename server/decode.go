@@ -66,16 +66,17 @@ func decodeRequest(wire []byte, m *weirv1.DecideRequest) error {
 // and their costs share one slab, and their strings a few chunks.
 func decodeBatch(wire []byte, m *weirv1.DecideBatchRequest) error {
 	m.Reset()
-	n, size := 0, 0
-	_ = grpclimit.ScanFields(wire, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	n := 0
+	_ = grpclimit.ScanFields(wire, func(num protowire.Number, typ protowire.Type, _ []byte) error {
 		if num == 1 && typ == protowire.BytesType {
 			n++
-			size += stringBytes(v)
 		}
 		return nil
 	})
+	// The strings are fewer bytes than the message: it bounds the arena's
+	// last chunk without a pass over every request's descriptors.
 	var a strArena
-	a.reserve(size)
+	a.reserve(len(wire))
 	var slots []requestSlot
 	if n > 0 {
 		slots = make([]requestSlot, n)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
@@ -22,8 +23,12 @@ import (
 // CANCELED; anything else to UNAVAILABLE, logged at warn. On a server built
 // with GRPCConfig.ServerOptions, a request larger than any valid one is
 // RESOURCE_EXHAUSTED and one that does not decode (garbage bytes, invalid
-// UTF-8) is INVALID_ARGUMENT, both before it is decoded or decided. A nil logger
-// discards. It panics if d is nil. The service is safe for concurrent use.
+// UTF-8) is INVALID_ARGUMENT, both before it is decoded or decided.
+// DecideBatch answers with its responses pre-encoded: on the wire (through
+// any protobuf codec) the answer is the whole DecideBatchResponse, but in
+// process its Go fields are empty and its content sits in its unknown
+// fields, so a caller in the same process reads it after proto.Marshal and
+// proto.Unmarshal. A nil logger discards. It panics if d is nil. The service is safe for concurrent use.
 func NewGRPCService(d Decider, logger *slog.Logger, opts ...ServiceOption) weirv1.RateLimiterServer {
 	if d == nil {
 		panic("server: NewGRPCService needs a Decider")
@@ -76,12 +81,15 @@ func (g *grpcService) DecideBatch(ctx context.Context, in *weirv1.DecideBatchReq
 	if err := grpclimit.Refusal(in); err != nil {
 		return nil, err
 	}
-	out, err := decideBatch(ctx, g.d, in)
-	if err != nil {
-		return nil, g.toStatus("DecideBatch", err)
+	decs, err := batchDecisions(ctx, g.d, in)
+	if err == nil {
+		var out *weirv1.DecideBatchResponse
+		if out, err = preEncodedBatch(decs, g.epoch()); err == nil {
+			return out, nil
+		}
+		err = fmt.Errorf("%w: %w", errBrokenDecider, err)
 	}
-	out.RingEpoch = g.epoch()
-	return out, nil
+	return nil, g.toStatus("DecideBatch", err)
 }
 
 // toStatus maps a decision error to a gRPC status (see NewGRPCService).

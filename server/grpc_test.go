@@ -215,7 +215,7 @@ func TestGRPCService_DecideBatch_brokenDecider(t *testing.T) {
 func TestGRPCService_DecideBatch_empty(t *testing.T) {
 	d := &fakeDecider{}
 	got, err := NewGRPCService(d, nil).DecideBatch(context.Background(), &weirv1.DecideBatchRequest{})
-	if err != nil || len(got.Responses) != 0 || d.callCount() != 0 {
+	if err != nil || len(wireBatch(t, got).Responses) != 0 || d.callCount() != 0 {
 		t.Errorf("empty batch = %v, %v after %d calls; want an empty answer without asking", got, err, d.callCount())
 	}
 }

@@ -32,7 +32,7 @@ func TestGRPCService_Topology(t *testing.T) {
 		t.Errorf("Decide: epoch %d, %v; want 42", one.GetRingEpoch(), err)
 	}
 	batch, err := svc.DecideBatch(ctx, &weirv1.DecideBatchRequest{Requests: []*weirv1.DecideRequest{{}}})
-	if err != nil || batch.GetRingEpoch() != 42 {
+	if err != nil || wireBatch(t, batch).GetRingEpoch() != 42 {
 		t.Errorf("DecideBatch: epoch %d, %v; want 42", batch.GetRingEpoch(), err)
 	}
 }

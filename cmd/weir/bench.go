@@ -58,7 +58,10 @@ the latency at the owner at half its maximum load.
 Every request carries the --desc descriptors plus --key-desc set to one of
 key-0 .. key-(N-1), chosen uniformly; --hot sends that share of requests to
 key-0 instead. --batch 1 sends Decide; a larger batch sends DecideBatch calls
-of that many requests. Latency is per RPC. Ctrl-C stops early and reports.`
+of that many requests, encoded by hand (without --route), and each answer
+is read only for whether its items were allowed, so the load generator costs
+the machine as little as it can. Latency is per RPC. Ctrl-C stops early and
+reports.`
 
 func parseBench(args []string, stderr io.Writer) (benchConfig, int, bool) {
 	var c benchConfig
@@ -138,6 +141,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 	}
 	stubs := make([]weirv1.RateLimiterClient, cfg.conns)
+	var conns []grpc.ClientConnInterface // the batch load's hand-encoded calls; none with --route
 	if cfg.route {
 		var closeStubs func()
 		var err error
@@ -147,7 +151,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		defer closeStubs()
 	} else {
-		conns := make([]*grpc.ClientConn, len(stubs))
+		clientConns := make([]*grpc.ClientConn, len(stubs))
+		conns = make([]grpc.ClientConnInterface, len(stubs))
 		for i := range stubs {
 			conn, err := grpc.NewClient(cfg.addr, grpc.WithTransportCredentials(creds))
 			if err != nil {
@@ -155,13 +160,13 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 				return exitError
 			}
 			defer conn.Close()
-			conns[i], stubs[i] = conn, weirv1.NewRateLimiterClient(conn)
+			clientConns[i], conns[i], stubs[i] = conn, conn, weirv1.NewRateLimiterClient(conn)
 		}
-		if err := waitReady(ctx, conns, readyWait); err != nil {
+		if err := waitReady(ctx, clientConns, readyWait); err != nil {
 			fmt.Fprintf(stderr, "weir bench: %v; measuring anyway\n", err)
 		}
 	}
-	sum := runLoad(ctx, cfg, stubs)
+	sum := runLoad(ctx, cfg, stubs, conns)
 	if err := printSummary(stdout, sum, cfg.json); err != nil {
 		fmt.Fprintf(stderr, "weir bench: %v\n", err)
 		return exitError
@@ -178,20 +183,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 // that loop answered, and reports both; when the closed loop was
 // interrupted or answered nothing, it reports that loop alone (an
 // interrupted run reports what it measured; one where every request
-// failed is an error to the caller).
-func runLoad(ctx context.Context, cfg benchConfig, stubs []weirv1.RateLimiterClient) *summary {
+// failed is an error to the caller). Batches go through conns, encoded by
+// hand (bench_wire.go), when conns has one per stub.
+func runLoad(ctx context.Context, cfg benchConfig, stubs []weirv1.RateLimiterClient, conns []grpc.ClientConnInterface) *summary {
 	if !cfg.rateHalf {
-		return newBench(cfg, stubs).run(ctx)
+		return newBench(cfg, stubs, conns).run(ctx)
 	}
 	closed := cfg
 	closed.mode = "closed"
-	calib := newBench(closed, stubs).run(ctx)
+	calib := newBench(closed, stubs, conns).run(ctx)
 	rpcs := calib.DecisionsPerSec / float64(cfg.batch) // answered RPCs/s: failures are cheap and would inflate it
 	if ctx.Err() != nil || !(rpcs > 0) {
 		return calib
 	}
 	cfg.rate = rpcs / 2
-	sum := newBench(cfg, stubs).run(ctx)
+	sum := newBench(cfg, stubs, conns).run(ctx)
 	sum.ClosedLoop = calib
 	return sum
 }
@@ -231,6 +237,7 @@ func (f rateFlag) Set(s string) error {
 type bench struct {
 	cfg   benchConfig
 	stubs []weirv1.RateLimiterClient
+	conns []grpc.ClientConnInterface // nil, or one per stub for the wire batch load
 	keys  []string
 
 	measureFrom time.Time // end of the warmup
@@ -246,14 +253,22 @@ type worker struct {
 	stub  weirv1.RateLimiterClient
 	tally *tally
 	batch *weirv1.DecideBatchRequest
+	wire  *wireBatch // the batch load's hand-encoded request, or nil
+	keys  []string   // the wire request's keys
 }
 
-func newBench(cfg benchConfig, stubs []weirv1.RateLimiterClient) *bench {
+// newBench drives stubs; a batch load goes through conns instead (one per
+// stub, or nil for the stubs).
+func newBench(cfg benchConfig, stubs []weirv1.RateLimiterClient, conns []grpc.ClientConnInterface) *bench {
 	keys := make([]string, cfg.keys)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("key-%d", i)
 	}
-	return &bench{cfg: cfg, stubs: stubs, keys: keys}
+	b := &bench{cfg: cfg, stubs: stubs, keys: keys}
+	if cfg.batch > 1 && len(conns) == len(stubs) {
+		b.conns = conns
+	}
+	return b
 }
 
 // run applies the load until --duration has been measured or ctx ends, and
@@ -275,6 +290,10 @@ func (b *bench) run(ctx context.Context) *summary {
 			stub:  b.stubs[i%len(b.stubs)],
 			tally: newTally(),
 			batch: b.newBatch(),
+		}
+		if b.conns != nil {
+			workers[i].wire = newWireBatch(b.conns[i%len(b.conns)], b.cfg)
+			workers[i].keys = make([]string, b.cfg.batch)
 		}
 	}
 	var arrivals, dropped int64
@@ -364,6 +383,10 @@ func (b *bench) open(ctx context.Context, start time.Time, workers []*worker) (a
 // request is built". In-flight RPCs are not cancelled by Ctrl-C: they
 // finish, within --timeout, and are counted.
 func (b *bench) send(w *worker, at time.Time) {
+	if w.wire != nil {
+		b.sendWire(w, at)
+		return
+	}
 	reqs := w.batch.Requests
 	for _, r := range reqs {
 		r.Descriptors[b.cfg.keyDesc] = b.key(w.rng)

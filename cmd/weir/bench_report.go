@@ -27,20 +27,27 @@ func newTally() *tally {
 }
 
 func (t *tally) record(latency time.Duration, resps []*weirv1.DecideResponse, err error) {
+	var allowed int64
+	for _, r := range resps {
+		if r.GetAllowed() {
+			allowed++
+		}
+	}
+	t.recordCounts(latency, allowed, int64(len(resps))-allowed, err)
+}
+
+// recordCounts records one RPC that answered allowed + denied decisions,
+// or failed with err.
+func (t *tally) recordCounts(latency time.Duration, allowed, denied int64, err error) {
 	t.requests++
 	t.latency.Record(int64(latency))
 	if err != nil {
 		t.errors[status.Code(err).String()]++
 		return
 	}
-	for _, r := range resps {
-		t.decisions++
-		if r.GetAllowed() {
-			t.allowed++
-		} else {
-			t.denied++
-		}
-	}
+	t.decisions += allowed + denied
+	t.allowed += allowed
+	t.denied += denied
 }
 
 // summary is what bench reports; its JSON form is the --json output.

@@ -81,6 +81,32 @@ func TestRunBench_closedLoopBatches(t *testing.T) {
 	}
 }
 
+// TestRunBench_batchesCountEachItem: the batch load counts each item's
+// answer, allowed or denied, and a failed batch as one error.
+func TestRunBench_batchesCountEachItem(t *testing.T) {
+	f := &fakeNode{}
+	addr := servertest.Serve(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "300ms", "--batch", "2", "--keys", "4", "--workers", "2")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	checkConsistent(t, s, f, 2)
+	if _, _, keys := f.stats(); s.Allowed == 0 || s.Denied == 0 || s.Errors["Unavailable"] == 0 || len(keys) != 4 {
+		t.Errorf("allowed %d, denied %d, errors %v, server saw keys %v; want some of each, and 4 keys", s.Allowed, s.Denied, s.Errors, keys)
+	}
+}
+
+// TestRunBench_batchAnswerTooShort: an answer without one response per
+// request is an error, not a shorter batch.
+func TestRunBench_batchAnswerTooShort(t *testing.T) {
+	f := &fakeNode{short: true}
+	addr := servertest.Serve(t, f)
+	code, s := runBenchJSON(t, t.Context(), "--addr", addr, "--duration", "100ms", "--batch", "3", "--keys", "1")
+	if code != exitError || s.Decisions != 0 || s.Errors["Internal"] != s.Requests || s.Requests == 0 {
+		t.Errorf("exit %d, summary %+v; want every RPC failed INTERNAL", code, s)
+	}
+}
+
 func TestRunBench_openLoop(t *testing.T) {
 	f := &fakeNode{}
 	addr := servertest.Serve(t, f)

@@ -28,6 +28,7 @@ type fakeNode struct {
 	weirv1.UnimplementedRateLimiterServer
 
 	delay time.Duration // slows every RPC down, to overload the open loop
+	short bool          // answers a batch with one response too few
 	onRPC func(n int)   // called with the running RPC count, if set
 
 	mu    sync.Mutex
@@ -48,6 +49,9 @@ func (f *fakeNode) DecideBatch(_ context.Context, req *weirv1.DecideBatchRequest
 	resps, err := f.decide(req.GetRequests())
 	if err != nil {
 		return nil, err
+	}
+	if f.short {
+		resps = resps[1:]
 	}
 	return &weirv1.DecideBatchResponse{Responses: resps}, nil
 }
