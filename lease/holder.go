@@ -122,7 +122,7 @@ type Holder struct {
 	keys     map[string]*held
 	seq      uint64
 	inflight map[string]*pending     // by owner
-	rtt      map[string]int64        // by owner: smoothed refresh round trip
+	rtt      map[string]*roundTrips  // by owner: its latest refresh round trips
 	stats    map[string]*HolderStats // by Ref.Label
 	ignored  int64
 }
@@ -158,7 +158,7 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), rtt: make(map[string]int64),
+	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), rtt: make(map[string]*roundTrips),
 		stats: make(map[string]*HolderStats)}, nil
 }
 
