@@ -41,7 +41,7 @@ const rttWindow = 16
 // trip; one that reaches it a little late makes them wait only the
 // difference. On a loaded machine round trips have a long tail, which
 // pulls an average above most of them: timed by the smoothed round trip,
-// most probes of a 100/s key arrived early (1.2 to 1.9 probes per unit,
+// most probes of a 100/s key arrived early (1.3 to 1.5 probes per unit,
 // docs/benchmarks.md).
 type roundTrips struct {
 	last [rttWindow]int64
