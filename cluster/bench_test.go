@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,5 +105,89 @@ func BenchmarkCluster_leaseRefs_noLeases(b *testing.B) {
 		if _, ok := c.leaseRefs(c.leases, r, "node-1", buf[:0]); ok {
 			b.Fatal("leasable under a policy without leases")
 		}
+	}
+}
+
+// benchLeasePolicy is the under-limit workload of docs/benchmarks.md
+// ("Leases"): one key that no benchmark here can saturate.
+const benchLeasePolicy = `
+version: lease-bench
+limits:
+  - {name: hot, match: [tenant], rate: 1000000/s, burst: 100000, lease: {max: 5000, ttl: 250ms}}
+`
+
+// benchLeaseKey sets up two leasing nodes and a hot leasable key with a
+// lease out at the peer, and returns the owner's and the peer's limiters.
+func benchLeaseKey(b *testing.B) (lc *leaseCluster, owner, peer *limiter.Limiter) {
+	lc = newLeaseClusterOf(b, 2, false, benchLeasePolicy)
+	o, peers := lc.ownerAndPeers("t1")
+	lc.warm(peers[0], hotKV)
+	return lc, lc.nodes[o].lim, lc.nodes[peers[0]].lim
+}
+
+// benchLeaseDecide decides hotKV through lim in parallel goroutines
+// (SetParallelism(16): 32 on two cores, as weir bench's workers), the
+// fake clock moving two microseconds (two units of the limit) every
+// decision, so that the key stays under its limit. With perCall, each
+// decision runs on a goroutine of its own, as a gRPC server runs each
+// call: its stack starts small, and a decision that needs more copies it.
+// It reports the share of decisions denied (a goroutine descheduled
+// between stamping its request and deciding it can find the TAT a burst
+// ahead).
+func benchLeaseDecide(b *testing.B, lc *leaseCluster, lim *limiter.Limiter, perCall bool) {
+	ctx := context.Background()
+	req := limiter.Request{Descriptors: hotKV, Cost: 1}
+	var n, denied atomic.Int64
+	decide := func() {
+		d, err := lim.Decide(ctx, req)
+		if err != nil {
+			b.Error(err)
+		}
+		if !d.Allowed {
+			denied.Add(1)
+		}
+	}
+	b.ReportAllocs()
+	b.SetParallelism(16)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		done := make(chan struct{})
+		for pb.Next() {
+			if perCall {
+				go func() { decide(); done <- struct{}{} }()
+				<-done
+			} else {
+				decide()
+			}
+			if n.Add(1)%64 == 0 {
+				lc.clock.Add(128 * time.Microsecond)
+			}
+		}
+	})
+	b.ReportMetric(float64(denied.Load())/float64(max(n.Load(), 1)), "denied/op")
+}
+
+// BenchmarkCluster_Decide_leaseOwner decides a hot leasable key at its
+// owner while a peer holds a lease on it (every decision reads the
+// ledger's Effective TAT). Compare with ..._fromLease: issue 13 wants a
+// non-owner within 0.9x of this.
+func BenchmarkCluster_Decide_leaseOwner(b *testing.B) {
+	for _, perCall := range []bool{false, true} {
+		b.Run(map[bool]string{false: "shared", true: "goroutinePerCall"}[perCall], func(b *testing.B) {
+			lc, owner, _ := benchLeaseKey(b)
+			benchLeaseDecide(b, lc, owner, perCall)
+		})
+	}
+}
+
+// BenchmarkCluster_Decide_fromLease decides the same key at the peer,
+// from the units it holds: a refresh (in-memory network) every 5,000
+// decisions, none of them forwarded.
+func BenchmarkCluster_Decide_fromLease(b *testing.B) {
+	for _, perCall := range []bool{false, true} {
+		b.Run(map[bool]string{false: "shared", true: "goroutinePerCall"}[perCall], func(b *testing.B) {
+			lc, _, peer := benchLeaseKey(b)
+			benchLeaseDecide(b, lc, peer, perCall)
+		})
 	}
 }

@@ -93,10 +93,12 @@ type LeaseDeps struct {
 // leases is a node's lease state. Lock order: a memstore shard lock, then
 // gmu; hmu is never held with either.
 type leases struct {
-	cfg    LeaseConfig
-	deps   LeaseDeps
-	born   time.Time
-	gmu    sync.Mutex // guards g
+	cfg  LeaseConfig
+	deps LeaseDeps
+	born time.Time
+	// gmu guards g: decisions read their keys' Effective TATs under its
+	// read lock, concurrently; everything that changes g takes it whole.
+	gmu    sync.RWMutex
 	g      *lease.Grantor
 	active atomic.Int64 // g.Keys(), read without gmu by decisions
 	hmu    sync.Mutex   // guards h, swept and settled
@@ -159,8 +161,8 @@ func (c *Cluster) leaseAdjust(group string, now int64) memstore.Adjust {
 		return nil
 	}
 	return func(key string, tat int64) int64 {
-		l.gmu.Lock()
-		defer l.gmu.Unlock()
+		l.gmu.RLock()
+		defer l.gmu.RUnlock()
 		return l.g.Effective(group, key, tat, now)
 	}
 }
@@ -290,9 +292,9 @@ func (c *Cluster) writeThrough(ctx context.Context, l *leases, tats []redisbacke
 // sweepGrants folds every expired lease into its key's TAT, one key at a
 // time under that key's lock, so no decision sees a key between the two.
 func (c *Cluster) sweepGrants(l *leases, now int64) {
-	l.gmu.Lock()
+	l.gmu.RLock()
 	due := l.g.Due(now)
-	l.gmu.Unlock()
+	l.gmu.RUnlock()
 	for _, d := range due {
 		epoch := c.deps.Mem.Epoch() // before the ownership check: see decideLocal
 		if c.owner(d.Group) != c.cfg.LocalName {

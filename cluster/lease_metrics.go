@@ -58,9 +58,9 @@ func (m *leaseMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector for the ledger counts.
 func (m *leaseMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.l.gmu.Lock()
+	m.l.gmu.RLock()
 	gs := m.l.g.Stats()
-	m.l.gmu.Unlock()
+	m.l.gmu.RUnlock()
 	m.l.hmu.Lock()
 	hs := m.l.h.Stats()
 	m.l.hmu.Unlock()

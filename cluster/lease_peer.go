@@ -51,7 +51,7 @@ func (c *Cluster) spendLease(ctx context.Context, r *limiter.StoreRequest, owner
 	if l == nil {
 		return gcra.Result{}, false
 	}
-	var buf [8]lease.Ref
+	var buf [2]lease.Ref // most leasable requests have one key; more allocate
 	refs, ok := c.leaseRefs(l, r, owner, buf[:0])
 	if !ok {
 		return gcra.Result{}, false

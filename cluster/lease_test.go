@@ -32,9 +32,15 @@ type leaseCluster struct {
 	regs map[string]*prometheus.Registry
 }
 
-func newLeaseCluster(t *testing.T, n int, withRedis bool) *leaseCluster {
+func newLeaseCluster(t testing.TB, n int, withRedis bool) *leaseCluster {
 	t.Helper()
-	pol, err := policy.Parse("lease.yaml", []byte(leasePolicy))
+	return newLeaseClusterOf(t, n, withRedis, leasePolicy)
+}
+
+// newLeaseClusterOf is newLeaseCluster under the policy text.
+func newLeaseClusterOf(t testing.TB, n int, withRedis bool, text string) *leaseCluster {
+	t.Helper()
+	pol, err := policy.Parse("lease.yaml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}

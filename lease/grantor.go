@@ -74,7 +74,10 @@ type Floor struct {
 //
 // A Grantor does no I/O and reads no clock: the TAT and now come in, the new
 // TAT goes out in Answer.TAT and the caller stores it. It is not safe for
-// concurrent use: call it under the lock that guards the keys' TATs.
+// concurrent use: call it under the lock that guards the keys' TATs. The
+// methods that change nothing (Effective, Outstanding, Reservation, Due,
+// Keys, Stats) only read it, so they may run concurrently with one another
+// (under a read lock), never with any other method.
 type Grantor struct {
 	cfg    GrantorConfig
 	nextID uint64

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,7 +123,7 @@ type Holder struct {
 	seq      uint64
 	inflight map[string]*pending     // by owner
 	failing  map[string]bool         // by owner: its last refresh got no valid reply
-	rtt      map[string]int64        // by owner: smoothed refresh round trip
+	rtt      map[string]*roundTrips  // by owner: its latest refresh round trips
 	stats    map[string]*HolderStats // by Ref.Label
 	ignored  int64
 }
@@ -161,7 +160,7 @@ func NewHolder(cfg HolderConfig) (*Holder, error) {
 		return nil, err
 	}
 	return &Holder{cfg: cfg, keys: make(map[string]*held), inflight: make(map[string]*pending), failing: make(map[string]bool),
-		rtt: make(map[string]int64), stats: make(map[string]*HolderStats)}, nil
+		rtt: make(map[string]*roundTrips), stats: make(map[string]*HolderStats)}, nil
 }
 
 // Stats returns the cumulative counts per limit label (Ref.Label).
@@ -305,7 +304,29 @@ func (h *Holder) awaits(k *held, now int64) bool {
 	return k.refreshing || h.due(k, now) || (k.saturated && h.inflight[k.ref.Owner] != nil)
 }
 
+// checkSpend returns nil for a well-formed spend, else the error that says
+// what is wrong with it. Every request runs it, deep in a server's stack:
+// the passing path stays small, and the messages are built apart
+// (spendError), so that a leased decision needs no more stack than one at
+// the owner (a goroutine that outgrows its stack copies it).
 func checkSpend(refs []Ref, cost int64) error {
+	if cost <= 0 || len(refs) == 0 {
+		return spendError(refs, cost)
+	}
+	for i := range refs {
+		r := &refs[i]
+		if r.Key == "" || r.Owner == "" || r.Limit.Validate() != nil || r.Terms.Validate() != nil || hasKey(refs[:i], r.Key) {
+			return spendError(refs, cost)
+		}
+	}
+	return nil
+}
+
+// spendError is checkSpend's failing path: the first thing wrong with the
+// spend, described.
+//
+//go:noinline
+func spendError(refs []Ref, cost int64) error {
 	if cost <= 0 || len(refs) == 0 {
 		return fmt.Errorf("%w: spend of %d units on %d keys", ErrInvalidRequest, cost, len(refs))
 	}
@@ -313,7 +334,7 @@ func checkSpend(refs []Ref, cost int64) error {
 		if r.Key == "" || r.Owner == "" {
 			return fmt.Errorf("%w: ref %d needs a key and an owner", ErrInvalidRequest, i)
 		}
-		if slices.ContainsFunc(refs[:i], func(o Ref) bool { return o.Key == r.Key }) {
+		if hasKey(refs[:i], r.Key) {
 			return fmt.Errorf("%w: key %q appears twice", ErrInvalidRequest, r.Key)
 		}
 		if err := r.Limit.Validate(); err != nil {
@@ -324,6 +345,16 @@ func checkSpend(refs []Ref, cost int64) error {
 		}
 	}
 	return nil
+}
+
+// hasKey reports whether one of refs is on key.
+func hasKey(refs []Ref, key string) bool {
+	for i := range refs {
+		if refs[i].Key == key {
+			return true
+		}
+	}
+	return false
 }
 
 // track returns r's record, creating or updating it, with cost added to

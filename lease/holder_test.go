@@ -457,3 +457,33 @@ func TestHolder_requestsDuringARefreshAwaitIt(t *testing.T) {
 		t.Fatalf("after an answered refresh, used up: got %+v, want await", v)
 	}
 }
+
+// A saturated key's probe leaves the shortest recent round trip before the
+// owner's denial ends, not the average: one slow reply among fast ones
+// must not make the next probes reach the owner before the unit fits.
+func TestHolder_probeLeadsByTheShortestRecentRoundTrip(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "a")
+	at := t0
+	for i, rtt := range []int64{200 * us, 200 * us, 200 * us, 2000 * us} {
+		r, ok := h.Refresh("o", at)
+		if !ok {
+			t.Fatalf("refresh %d not sent", i)
+		}
+		a := Answer{Outcome: Settled}
+		if i == 3 {
+			a = Answer{Outcome: Denied, RetryAfter: 1000 * us}
+		}
+		if _, err := h.Apply(Reply{Owner: "o", Seq: r.Seq, Answers: []Answer{a}}, at+rtt); err != nil {
+			t.Fatal(err)
+		}
+		at += rtt
+	}
+	end := at + 1000*us // the denial, measured from its arrival
+	if d := h.Due(end - 201*us); len(d) != 0 {
+		t.Fatalf("due %v more than the shortest round trip (200us) before the denial ends", d)
+	}
+	if d := h.Due(end - 200*us); len(d) != 1 {
+		t.Fatalf("not due one shortest round trip before the denial ends: %v", d)
+	}
+}

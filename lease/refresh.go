@@ -18,14 +18,46 @@ func (h *Holder) asks(k *held, now int64) bool {
 }
 
 // askAt is when k may ask its owner again after the owner's last denial:
-// when one unit fits, or, for a saturated key, one smoothed round trip
-// before, so that the answer arrives about when the denial ends. An
-// answer that comes early is a shorter denial, never a wrong one.
+// when one unit fits, or, for a saturated key, the shortest recent round
+// trip to its owner before (see roundTrips), so that the probe reaches the
+// owner about when the unit fits there and its answer arrives about when
+// the denial ends here.
 func (h *Holder) askAt(k *held) int64 {
 	if k.saturated {
-		return k.deniedUntil - h.rtt[k.ref.Owner]
+		return k.deniedUntil - h.rtt[k.ref.Owner].shortest()
 	}
 	return k.deniedUntil
+}
+
+// rttWindow is how many of an owner's latest refresh round trips
+// roundTrips keeps.
+const rttWindow = 16
+
+// roundTrips are an owner's latest refresh round trips. A saturated key's
+// probe is sent the shortest of them before the owner's denial ends, not
+// an average: a probe that reaches the owner before the unit fits is
+// answered with a denial that ends when the old one did, so the next probe
+// leaves only then and the requests after that moment wait a whole round
+// trip; one that reaches it a little late makes them wait only the
+// difference. On a loaded machine round trips have a long tail, which
+// pulls an average above most of them: timed by the smoothed round trip,
+// most probes of a 100/s key arrived early (1.3 to 1.5 probes per unit,
+// docs/benchmarks.md).
+type roundTrips struct {
+	last [rttWindow]int64
+	n    int // round trips observed
+}
+
+// shortest returns the shortest round trip kept, 0 for none (or a nil r).
+func (r *roundTrips) shortest() int64 {
+	if r == nil || r.n == 0 {
+		return 0
+	}
+	m := r.last[0]
+	for _, v := range r.last[1:min(r.n, rttWindow)] {
+		m = min(m, v)
+	}
+	return m
 }
 
 // due reports whether k needs a refresh at now: its lease is close to its
@@ -161,13 +193,16 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 	return true, nil
 }
 
-// observe folds a refresh round trip to owner into its smoothed estimate
-// (gain 1/8, as TCP's).
+// observe keeps a refresh round trip to owner, in place of the oldest one
+// kept.
 func (h *Holder) observe(owner string, rtt int64) {
-	if old, ok := h.rtt[owner]; ok {
-		rtt = old + (rtt-old)/8
+	r := h.rtt[owner]
+	if r == nil {
+		r = &roundTrips{}
+		h.rtt[owner] = r
 	}
-	h.rtt[owner] = max(rtt, 0)
+	r.last[r.n%rttWindow] = max(rtt, 0)
+	r.n++
 }
 
 // Abandon gives up on refresh seq to owner (the call failed or timed out):

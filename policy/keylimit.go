@@ -6,7 +6,7 @@ import "strings"
 // for the key's shape), or nil when no limit of this policy builds it.
 // Safe for concurrent use; it does not allocate.
 func (p *Policy) LimitOfKey(key string) *Limit {
-	l, _, ok := p.splitKey(key)
+	l, _, ok := p.limitOfKey(key)
 	if !ok {
 		return nil
 	}

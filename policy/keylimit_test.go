@@ -30,3 +30,22 @@ func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
 		t.Error("GroupOfKey of an unclosed tag: ok")
 	}
 }
+
+// LimitOfKey runs for every key of every leasable request a non-owner
+// decides: it must not allocate.
+func TestPolicy_LimitOfKey_doesNotAllocate(t *testing.T) {
+	p := Builtin()
+	l := p.Limits[0]
+	desc := map[string]string{}
+	for _, d := range l.Match {
+		desc[d] = "a:b{c}%"
+	}
+	ms, err := p.Resolve(desc, nil)
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Resolve: %v, %d matches", err, len(ms))
+	}
+	key := ms[0].Key
+	if allocs := testing.AllocsPerRun(100, func() { p.LimitOfKey(key) }); allocs != 0 {
+		t.Errorf("LimitOfKey allocates %v times per call", allocs)
+	}
+}

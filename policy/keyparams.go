@@ -96,24 +96,30 @@ func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 // splitKey finds the limit that built key and the key's value fields
 // (still escaped), one per entry of the limit's Match.
 func (p *Policy) splitKey(key string) (*Limit, []string, bool) {
-	rest, ok := strings.CutPrefix(key, KeyPrefix+"{")
+	l, fields, ok := p.limitOfKey(key)
 	if !ok {
 		return nil, nil, false
+	}
+	return l, strings.Split(fields, ":"), true
+}
+
+// limitOfKey is splitKey without splitting, so without allocating: the
+// value fields come back joined by ':' (escaped values hold no ':').
+func (p *Policy) limitOfKey(key string) (*Limit, string, bool) {
+	rest, ok := strings.CutPrefix(key, KeyPrefix+"{")
+	if !ok {
+		return nil, "", false
 	}
 	_, rest, ok = strings.Cut(rest, "}:")
 	if !ok {
-		return nil, nil, false
+		return nil, "", false
 	}
 	name, rest, ok := strings.Cut(rest, ":")
 	l := p.byName[name]
-	if !ok || l == nil {
-		return nil, nil, false
+	if !ok || l == nil || strings.Count(rest, ":")+1 != len(l.match) {
+		return nil, "", false
 	}
-	fields := strings.Split(rest, ":")
-	if len(fields) != len(l.match) {
-		return nil, nil, false
-	}
-	return l, fields, true
+	return l, rest, true
 }
 
 // unescape reverses writeEscaped. Malformed escapes are kept as they are:
