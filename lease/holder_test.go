@@ -241,6 +241,11 @@ func TestHolder_Refresh_quietKeysOnlyReturn(t *testing.T) {
 	if _, ok := h.keys["a"]; ok {
 		t.Fatal("an idle key holding nothing was not forgotten")
 	}
+	// Nothing names the owner any more: its round trips and its failure
+	// mark (the abandoned refresh) go too.
+	if len(h.rtt) != 0 || len(h.failing) != 0 {
+		t.Fatalf("owner state kept for a gone owner: %d round trips, %d failure marks", len(h.rtt), len(h.failing))
+	}
 }
 
 func TestHolder_Demand_ewma(t *testing.T) {

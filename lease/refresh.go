@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -234,14 +235,23 @@ func (h *Holder) lose(p *pending) {
 	}
 }
 
-// Sweep writes off leases that ended at or before now and forgets keys that
-// hold nothing, have no refresh in flight and saw no request for IdleAfter.
+// Sweep writes off leases that ended at or before now, forgets keys that
+// hold nothing, have no refresh in flight and saw no request for IdleAfter,
+// and forgets what it knew of owners no remaining key names.
 func (h *Holder) Sweep(now int64) {
 	idle := h.cfg.IdleAfter.Nanoseconds()
+	owners := make(map[string]bool)
 	for key, k := range h.keys {
 		h.expire(k, now)
 		if k.lease == 0 && h.inflight[k.ref.Owner] == nil && now-k.seen >= idle {
 			delete(h.keys, key)
+		} else {
+			owners[k.ref.Owner] = true
 		}
 	}
+	// Owners no key names any more (nodes that left) lose their round
+	// trips and failure marks, so node churn does not accumulate them.
+	gone := func(o string) bool { return !owners[o] && h.inflight[o] == nil }
+	maps.DeleteFunc(h.rtt, func(o string, _ *roundTrips) bool { return gone(o) })
+	maps.DeleteFunc(h.failing, func(o string, _ bool) bool { return gone(o) })
 }
