@@ -2,7 +2,10 @@ package policy
 
 import "testing"
 
-func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
+// builtinMatches resolves the built-in policy's first limit for values
+// that need escaping in a key.
+func builtinMatches(t *testing.T) (*Policy, []Match) {
+	t.Helper()
 	p := Builtin()
 	l := p.Limits[0]
 	desc := map[string]string{}
@@ -13,6 +16,12 @@ func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
 	if err != nil || len(ms) == 0 {
 		t.Fatalf("Resolve: %v, %d matches", err, len(ms))
 	}
+	return p, ms
+}
+
+func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
+	p, ms := builtinMatches(t)
+	l := p.Limits[0]
 	for _, m := range ms {
 		if got := p.LimitOfKey(m.Key); got != m.Limit {
 			t.Errorf("LimitOfKey(%q) = %v, want %s", m.Key, got, m.Limit.Name)
@@ -34,16 +43,7 @@ func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
 // LimitOfKey runs for every key of every leasable request a non-owner
 // decides: it must not allocate.
 func TestPolicy_LimitOfKey_doesNotAllocate(t *testing.T) {
-	p := Builtin()
-	l := p.Limits[0]
-	desc := map[string]string{}
-	for _, d := range l.Match {
-		desc[d] = "a:b{c}%"
-	}
-	ms, err := p.Resolve(desc, nil)
-	if err != nil || len(ms) == 0 {
-		t.Fatalf("Resolve: %v, %d matches", err, len(ms))
-	}
+	p, ms := builtinMatches(t)
 	key := ms[0].Key
 	if allocs := testing.AllocsPerRun(100, func() { p.LimitOfKey(key) }); allocs != 0 {
 		t.Errorf("LimitOfKey allocates %v times per call", allocs)
