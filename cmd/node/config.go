@@ -70,7 +70,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	addStreamWorkersFlag(fs, &env, &c.GRPCStreamWorkers)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
-	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
+	str(&c.AdvertiseAddr, "advertise-addr", "", "IP:port other nodes gossip with this one on; its IP also replaces 0.0.0.0 or [::] of --peer-addr and --grpc-addr in the addresses given to other nodes and clients (default: --gossip-addr's IP, else the host's first private IP, else what its name resolves to)")
 	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata; with --region-peers, the region whose share of global limits this node enforces")
 	dur(&c.ForwardTimeout, "forward-timeout", time.Second, "ceiling on one forward to a group's owner; a forward normally ends sooner, at the caller's deadline less a reserve (see docs/architecture.md, Slow is not dead)")
@@ -124,6 +124,9 @@ func (c config) validate() error {
 	}
 	if len(c.Join) > 0 && c.GossipAddr == "" {
 		errs = append(errs, errors.New("--join needs --gossip-addr: name the IP:port to gossip on (binding every interface is no longer implied)"))
+	}
+	if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.security.validate(c.GossipAddr, c.AdvertiseAddr)...)
 	if _, _, err := c.regions.linkConfig(c.Region, c.NodeName); err != nil {
