@@ -22,6 +22,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	Check           bool         // --check: validate, summarise and exit (check.go)
 	Bounds          boundsConfig // resource bounds: bounds.go
 	// GRPCStreamWorkers: goroutines serving each gRPC server's calls, 0
 	// for one goroutine per call (streamworkers.go).
@@ -66,6 +67,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	env.boolean(&c.Check, "check", false, "validate the flags, TLS files, gossip keys and policy, print a summary and exit without listening: 0 when the node would start, 1 with the error")
 	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	addStreamWorkersFlag(fs, &env, &c.GRPCStreamWorkers)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
