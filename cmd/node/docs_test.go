@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -10,6 +11,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
 )
 
 func readmeText(t *testing.T) string {
@@ -202,6 +207,34 @@ func TestArchitecture_layersMatchImports(t *testing.T) {
 	for name := range layers {
 		if _, err := os.Stat(filepath.Join("../..", name)); err != nil {
 			t.Errorf("docs/architecture.md's layer diagram names %s/, which does not exist", name)
+		}
+	}
+}
+
+// TestREADME_deniedAnswerIsComplete: the denied answer the README shows
+// decodes as a DecideResponse and carries every field, as the node writes
+// it (server.TestHTTP_decide_denied checks the node's side).
+func TestREADME_deniedAnswerIsComplete(t *testing.T) {
+	readme := readmeText(t)
+	at := strings.Index(readme, "The fourth answer, denied")
+	open := strings.Index(readme[max(at, 0):], "```json\n")
+	if at < 0 || open < 0 {
+		t.Fatal("README.md shows no denied JSON answer")
+	}
+	body := readme[at+open+len("```json\n"):]
+	body = body[:strings.Index(body, "```")]
+	var resp weirv1.DecideResponse
+	if err := protojson.Unmarshal([]byte(body), &resp); err != nil || resp.Allowed || len(resp.Limits) == 0 {
+		t.Fatalf("README's denied answer: %v, %v", &resp, err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(body), &raw); err != nil {
+		t.Fatal(err)
+	}
+	fields := resp.ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		if _, ok := raw[string(fields.Get(i).Name())]; !ok {
+			t.Errorf("README's denied answer lacks %q", fields.Get(i).Name())
 		}
 	}
 }
