@@ -20,7 +20,9 @@ import (
 // first), else the first address its host name resolves to. Loopback,
 // unspecified and link-local addresses are never chosen. When no listener
 // binds every interface nothing is chosen; when one does and no address
-// can be found, the node refuses to start and names --advertise-addr.
+// can be found, a gossiping node refuses to start and names
+// --advertise-addr, and a cluster of one names no gRPC address in its
+// Topology answer (a client keeps dialing the address it reached it on).
 
 // hostAddrs is where the node learns its own addresses; tests replace it.
 type hostAddrs struct {
@@ -102,9 +104,15 @@ func advertiseHost(cfg config, src hostAddrs) (string, error) {
 			return host, err
 		}
 	}
+	// Without gossip nobody learns the peer address, and the Topology RPC
+	// may name no address for this node (clients keep the one they dial).
+	listeners := []struct{ flag, addr string }{{"--grpc-addr", cfg.GRPCAddr}}
+	if cfg.GossipAddr != "" {
+		listeners = []struct{ flag, addr string }{{"--gossip-addr", cfg.GossipAddr}, {"--peer-addr", cfg.PeerAddr}, {"--grpc-addr", cfg.GRPCAddr}}
+	}
 	var wild []string
 	needV4 := false
-	for _, f := range []struct{ flag, addr string }{{"--gossip-addr", cfg.GossipAddr}, {"--peer-addr", cfg.PeerAddr}, {"--grpc-addr", cfg.GRPCAddr}} {
+	for _, f := range listeners {
 		if w, v4 := wildcardHost(f.addr); w {
 			wild = append(wild, f.flag+" "+f.addr)
 			needV4 = needV4 || v4
@@ -114,7 +122,7 @@ func advertiseHost(cfg config, src hostAddrs) (string, error) {
 		return "", nil
 	}
 	host, tried := pickHost(src, needV4)
-	if host != "" {
+	if host != "" || cfg.GossipAddr == "" {
 		return host, nil
 	}
 	return "", fmt.Errorf("%s %s every interface, and %s: set --advertise-addr to the IP:port other nodes reach this one on (or bind those flags to that IP)",
@@ -178,4 +186,15 @@ func advertised(listen, host string) string {
 	}
 	_, port, _ := net.SplitHostPort(listen)
 	return net.JoinHostPort(host, port)
+}
+
+// gossipedGRPC is the public gRPC address to gossip for the Topology RPC:
+// grpc, or none when it is loopback while gossip is not (a client on
+// another host would dial its own). Routing clients then send this node's
+// groups to any node, which forwards them.
+func gossipedGRPC(grpc, gossipAdvertise string) string {
+	if isLoopback(grpc) && !isLoopback(gossipAdvertise) {
+		return ""
+	}
+	return grpc
 }

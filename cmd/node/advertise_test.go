@@ -145,3 +145,32 @@ func TestAdvertised(t *testing.T) {
 		}
 	}
 }
+
+func TestGossipedGRPC_noLoopbackAddressForOtherHosts(t *testing.T) {
+	for _, tc := range []struct{ grpc, gossip, want string }{
+		{"127.0.0.1:8081", "127.0.0.1:7946", "127.0.0.1:8081"}, // one host: loopback is right
+		{"127.0.0.1:8081", "10.0.0.5:7946", ""},                // other hosts would dial themselves
+		{"10.0.0.5:8081", "10.0.0.5:7946", "10.0.0.5:8081"},
+	} {
+		if got := gossipedGRPC(tc.grpc, tc.gossip); got != tc.want {
+			t.Errorf("gossipedGRPC(%q, %q) = %q, want %q", tc.grpc, tc.gossip, got, tc.want)
+		}
+	}
+}
+
+func TestAdvertiseHost_clusterOfOneNeverRefuses(t *testing.T) {
+	c := config{GRPCAddr: "0.0.0.0:8081"}
+	c.PeerAddr = "0.0.0.0:8091" // nobody learns it without gossip
+	if got, err := advertiseHost(c, (&fakeHost{name: "box"}).src()); got != "" || err != nil {
+		t.Errorf("no reachable address, no gossip: %q %v, want nothing and no error", got, err)
+	}
+	host := &fakeHost{private: []string{"10.0.0.5"}}
+	if got, err := advertiseHost(c, host.src()); got != "10.0.0.5" || err != nil {
+		t.Errorf("a private address, no gossip: %q %v, want it for the Topology answer", got, err)
+	}
+	c.GRPCAddr = "127.0.0.1:8081"
+	host.calls = 0
+	if got, err := advertiseHost(c, host.src()); got != "" || err != nil || host.calls != 0 {
+		t.Errorf("only the peer listener is wildcard, no gossip: %q %v after %d lookups, want nothing looked up", got, err, host.calls)
+	}
+}

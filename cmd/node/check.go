@@ -49,7 +49,8 @@ func check(cfg config, src hostAddrs, w io.Writer) error {
 		fmt.Fprintln(w, "  cluster: of one (no --gossip-addr)")
 	} else {
 		adv := cmp.Or(cfg.AdvertiseAddr, advertised(cfg.GossipAddr, host))
-		fmt.Fprintf(w, "  gossip: %s advertised as %s, join [%s], %d key(s)\n", cfg.GossipAddr, adv, strings.Join(cfg.Join, " "), len(keys))
+		fmt.Fprintf(w, "  gossip: %s advertised as %s, join [%s], %d key(s); Topology gives clients %s\n", cfg.GossipAddr, adv,
+			strings.Join(cfg.Join, " "), len(keys), cmp.Or(gossipedGRPC(advertised(cfg.GRPCAddr, host), adv), "no address for this node (--grpc-addr is loopback)"))
 	}
 	fmt.Fprintf(w, "  store: %s\n", storeSummary(cfg))
 	fmt.Fprintf(w, "  policy: %s, version %s, %d limit(s)\n", cmp.Or(cfg.PolicyPath, "built-in"), p.Version, len(p.Limits))

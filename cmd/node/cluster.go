@@ -28,7 +28,10 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 	// all name the same host (advertise.go).
 	mcfg.AdvertiseAddr = cmp.Or(cfg.AdvertiseAddr, advertised(cfg.GossipAddr, n.advHost))
 	mcfg.Join, mcfg.Region = cfg.Join, cfg.Region
-	mcfg.GRPCAddr, mcfg.PeerAddr = n.grpcAddr(), n.peerAddr()
+	mcfg.GRPCAddr, mcfg.PeerAddr = gossipedGRPC(n.grpcAddr(), mcfg.AdvertiseAddr), n.peerAddr()
+	if mcfg.GRPCAddr == "" {
+		n.logger.Warn("the public gRPC listener is on loopback while gossip is not: the Topology RPC names no address for this node, so routing clients reach its groups through other nodes; bind --grpc-addr to an address clients can reach", "grpc", n.grpcAddr())
+	}
 	keys, err := cfg.gossipKeys()
 	if err != nil {
 		return err

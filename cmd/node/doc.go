@@ -32,7 +32,7 @@
 //	--gossip-addr, --join, --gossip-key-file          membership; gossip off loopback needs a key
 //	--advertise-addr the IP:port other nodes gossip with; its IP replaces 0.0.0.0 / [::] in the
 //	                 peer and gRPC addresses handed out (default: a specific --gossip-addr IP, else
-//	                 the host's first private IP, else its name's; the node refuses to start without one)
+//	                 the host's first private IP, else its name's; a gossiping node refuses to start without one)
 //	--tls-cert, --tls-key, --tls-client-ca            TLS (and mTLS) on the public gRPC and HTTP listeners
 //	--insecure-peer, --insecure-gossip                allow plaintext peer and admin / unencrypted gossip off loopback (isolated test networks only)
 //
