@@ -113,49 +113,53 @@ func kubeContainers(t *testing.T, dir string, secrets map[string]map[string]stri
 	for _, d := range docs {
 		pod := asMap(asMap(asMap(asMap(d["spec"])["template"])["spec"]))
 		for _, c := range append(asList(pod["initContainers"]), asList(pod["containers"])...) {
-			c := asMap(c)
-			if !strings.HasPrefix(asString(c["image"]), "weir") {
-				continue
+			if c := asMap(c); strings.HasPrefix(asString(c["image"]), "weir") {
+				where := fmt.Sprintf("%s %s container %s", d["kind"], asMap(d["metadata"])["name"], c["name"])
+				out = append(out, kubeContainer(t, where, pod, c, filepath.Join(dir, fmt.Sprint(len(out))), configMaps, secrets))
 			}
-			where := fmt.Sprintf("%s %s container %s", d["kind"], asMap(d["metadata"])["name"], c["name"])
-			dc := deployContainer{where: where, env: map[string]string{}, mounts: map[string]string{}, ip: podFields["status.podIP"]}
-			for _, e := range asList(c["env"]) {
-				e := asMap(e)
-				v := asString(e["value"])
-				if ref := asMap(asMap(e["valueFrom"])["fieldRef"]); ref != nil {
-					v = podFields[asString(ref["fieldPath"])]
-				}
-				dc.env[asString(e["name"])] = v
-			}
-			volumes := map[string]map[string]string{}
-			for _, v := range asList(pod["volumes"]) {
-				v := asMap(v)
-				if cm := asMap(v["configMap"]); cm != nil {
-					volumes[asString(v["name"])] = configMaps[asString(cm["name"])]
-				} else if s := asMap(v["secret"]); s != nil {
-					name := asString(s["secretName"])
-					if secrets[name] == nil {
-						t.Fatalf("%s: no test content for Secret %s: add it to the test", where, name)
-					}
-					volumes[asString(v["name"])] = secrets[name]
-				}
-			}
-			for _, m := range asList(c["volumeMounts"]) {
-				m := asMap(m)
-				host := filepath.Join(dir, asString(m["name"]))
-				writeVolume(t, host, volumes[asString(m["name"])])
-				dc.mounts[asString(m["mountPath"])] = host
-			}
-			expand := func(s string) string { // Kubernetes' $(VAR) from the container's env
-				return regexp.MustCompile(`\$\(([A-Z_][A-Z0-9_]*)\)`).ReplaceAllStringFunc(s, func(v string) string { return dc.env[v[2:len(v)-1]] })
-			}
-			for _, a := range asStrings(c["args"]) {
-				dc.args = append(dc.args, expand(a))
-			}
-			out = append(out, dc)
 		}
 	}
 	return out
+}
+
+// kubeContainer reads container c of pod: its env (downward API values
+// from podFields), its volumes written out under dir, its args with
+// Kubernetes' $(VAR) expanded.
+func kubeContainer(t *testing.T, where string, pod, c map[string]any, dir string, configMaps, secrets map[string]map[string]string) deployContainer {
+	t.Helper()
+	dc := deployContainer{where: where, env: map[string]string{}, mounts: map[string]string{}, ip: podFields["status.podIP"]}
+	for _, e := range asList(c["env"]) {
+		e := asMap(e)
+		v := asString(e["value"])
+		if ref := asMap(asMap(e["valueFrom"])["fieldRef"]); ref != nil {
+			v = podFields[asString(ref["fieldPath"])]
+		}
+		dc.env[asString(e["name"])] = v
+	}
+	volumes := map[string]map[string]string{}
+	for _, v := range asList(pod["volumes"]) {
+		v := asMap(v)
+		if cm := asMap(v["configMap"]); cm != nil {
+			volumes[asString(v["name"])] = configMaps[asString(cm["name"])]
+		} else if s := asMap(v["secret"]); s != nil {
+			name := asString(s["secretName"])
+			if secrets[name] == nil {
+				t.Fatalf("%s: no test content for Secret %s: add it to the test", where, name)
+			}
+			volumes[asString(v["name"])] = secrets[name]
+		}
+	}
+	for _, m := range asList(c["volumeMounts"]) {
+		m := asMap(m)
+		host := filepath.Join(dir, asString(m["name"]))
+		writeVolume(t, host, volumes[asString(m["name"])])
+		dc.mounts[asString(m["mountPath"])] = host
+	}
+	envVar := regexp.MustCompile(`\$\(([A-Z_][A-Z0-9_]*)\)`)
+	for _, a := range asStrings(c["args"]) {
+		dc.args = append(dc.args, envVar.ReplaceAllStringFunc(a, func(v string) string { return dc.env[v[2:len(v)-1]] }))
+	}
+	return dc
 }
 
 func writeVolume(t *testing.T, dir string, files map[string]string) {

@@ -91,42 +91,7 @@ func startLab(t *testing.T) *netlab.Lab {
 // at every node reach their owners (forwards ok, no ownership_changing
 // fallbacks) and Topology names addresses clients can dial.
 func TestCluster_netns_wildcardBindAdvertisesReachableAddresses(t *testing.T) {
-	lab := startLab(t)
-	dir := t.TempDir()
-	var nodes []*nsNode
-	for i := 1; i <= 3; i++ {
-		h, err := lab.AddHost(fmt.Sprintf("w%d", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, &nsNode{host: h, log: filepath.Join(dir, h.Name()+".log")})
-	}
-	for _, n := range nodes {
-		var join []string
-		for _, o := range nodes {
-			if o != n {
-				join = append(join, net.JoinHostPort(o.host.IP(), "7946"))
-			}
-		}
-		cmd := n.host.Command(os.Args[0], "--node-name", n.host.Name(),
-			"--grpc-addr", "0.0.0.0:8081", "--http-addr", "0.0.0.0:8080", "--peer-addr", "0.0.0.0:8091",
-			"--gossip-addr", "0.0.0.0:7946", "--join", strings.Join(join, ","),
-			"--insecure-peer", "--insecure-gossip") // the lab is an isolated network of its own
-		cmd.Env = append(os.Environ(), "WEIR_TEST_RUN_NODE=1")
-		p, err := n.host.Start(cmd, n.log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.proc = p
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range nodes {
-				b, _ := os.ReadFile(n.log)
-				t.Logf("--- log of %s ---\n%s", n.host.Name(), b)
-			}
-		}
-	})
+	nodes := startWildcardNodes(t, startLab(t), 3)
 	waitFor(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
 			select {
@@ -166,6 +131,50 @@ func TestCluster_netns_wildcardBindAdvertisesReachableAddresses(t *testing.T) {
 			t.Errorf("%s: forwards ok %v (want > 0), not_owner %v and ownership_changing fallbacks %v (want 0)", n.host.Name(), ok, notOwner, changing)
 		}
 	}
+}
+
+// startWildcardNodes starts count nodes, one per new host of lab, every
+// listener on 0.0.0.0, each joining all the others, with the defaults
+// otherwise (no Redis, the built-in policy). Their logs are shown when the
+// test fails.
+func startWildcardNodes(t *testing.T, lab *netlab.Lab, count int) []*nsNode {
+	t.Helper()
+	dir := t.TempDir()
+	var nodes []*nsNode
+	for i := 1; i <= count; i++ {
+		h, err := lab.AddHost(fmt.Sprintf("w%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, &nsNode{host: h, log: filepath.Join(dir, h.Name()+".log")})
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range nodes {
+				b, _ := os.ReadFile(n.log)
+				t.Logf("--- log of %s ---\n%s", n.host.Name(), b)
+			}
+		}
+	})
+	for _, n := range nodes {
+		var join []string
+		for _, o := range nodes {
+			if o != n {
+				join = append(join, net.JoinHostPort(o.host.IP(), "7946"))
+			}
+		}
+		cmd := n.host.Command(os.Args[0], "--node-name", n.host.Name(),
+			"--grpc-addr", "0.0.0.0:8081", "--http-addr", "0.0.0.0:8080", "--peer-addr", "0.0.0.0:8091",
+			"--gossip-addr", "0.0.0.0:7946", "--join", strings.Join(join, ","),
+			"--insecure-peer", "--insecure-gossip") // the lab is an isolated network of its own
+		cmd.Env = append(os.Environ(), "WEIR_TEST_RUN_NODE=1")
+		p, err := n.host.Start(cmd, n.log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.proc = p
+	}
+	return nodes
 }
 
 // checkTopology asks n's public gRPC listener for the topology and wants
