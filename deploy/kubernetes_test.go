@@ -2,23 +2,34 @@ package deploy
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.yaml.in/yaml/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/server"
 )
 
 // newObject returns an empty object of the manifest's kind, or nil.
@@ -260,6 +271,174 @@ func TestPolicies_load(t *testing.T) {
 		cm := o.(*corev1.ConfigMap)
 		if _, err := policy.Parse(cm.Name, []byte(cm.Data["policy.yaml"])); err != nil {
 			t.Errorf("ConfigMap %s: %v", cm.Name, err)
+		}
+	}
+}
+
+// weirContainer returns the StatefulSet's weir container and its pod.
+func weirContainer(t *testing.T, m map[string][]any) (*appsv1.StatefulSet, corev1.Container) {
+	t.Helper()
+	for _, o := range m["StatefulSet"] {
+		sts := o.(*appsv1.StatefulSet)
+		for _, c := range sts.Spec.Template.Spec.Containers {
+			if strings.HasPrefix(c.Image, "weir") {
+				return sts, c
+			}
+		}
+	}
+	t.Fatal("no StatefulSet with a weir container")
+	return nil, corev1.Container{}
+}
+
+// listenPorts maps each --*-addr flag of args to its port: the node's
+// listeners and --advertise-addr; --redis-addr is dialed, not listened on.
+func listenPorts(t *testing.T, args []string) map[string]int32 {
+	t.Helper()
+	out := map[string]int32{}
+	for _, a := range args {
+		name, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !ok || !strings.HasSuffix(name, "-addr") || strings.HasPrefix(name, "redis") || v == "" {
+			continue
+		}
+		_, port, err := net.SplitHostPort(v)
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		p, err := strconv.ParseInt(port, 10, 32)
+		if err != nil {
+			t.Fatalf("%s: %v", a, err)
+		}
+		out[name] = int32(p)
+	}
+	return out
+}
+
+// containerPortOf resolves a probe's or Service's port (a number or a
+// name) against c's declared ports; 0 when it names none.
+func containerPortOf(c corev1.Container, p intstr.IntOrString, proto corev1.Protocol) int32 {
+	for _, cp := range c.Ports {
+		if cp.Protocol != proto && !(proto == "" && cp.Protocol == corev1.ProtocolTCP) {
+			continue
+		}
+		if (p.Type == intstr.String && cp.Name == p.StrVal) || (p.Type == intstr.Int && cp.ContainerPort == p.IntVal) {
+			return cp.ContainerPort
+		}
+	}
+	return 0
+}
+
+// TestKubernetes_portsMatchTheNodeFlags: every port the weir container
+// declares is one its flags listen on (TCP, and UDP for gossip), every
+// listener is declared, and the advertised gossip port is the bound one.
+func TestKubernetes_portsMatchTheNodeFlags(t *testing.T) {
+	_, c := weirContainer(t, manifests(t))
+	flags := listenPorts(t, c.Args)
+	byFlag := map[string]string{"http-addr": "http", "grpc-addr": "grpc", "peer-addr": "peer", "admin-addr": "admin", "gossip-addr": "gossip-tcp"}
+	for flag, port := range flags {
+		if flag == "advertise-addr" {
+			if port != flags["gossip-addr"] {
+				t.Errorf("--advertise-addr port %d is not --gossip-addr's %d", port, flags["gossip-addr"])
+			}
+			continue
+		}
+		name, ok := byFlag[flag]
+		if !ok {
+			t.Errorf("--%s listens on %d: the test does not know its port name", flag, port)
+			continue
+		}
+		if got := containerPortOf(c, intstr.FromString(name), corev1.ProtocolTCP); got != port {
+			t.Errorf("--%s listens on %d, but port %q is %d", flag, port, name, got)
+		}
+	}
+	if got := containerPortOf(c, intstr.FromString("gossip-udp"), corev1.ProtocolUDP); got != flags["gossip-addr"] {
+		t.Errorf("gossip-udp is %d, --gossip-addr listens on %d (memberlist uses UDP and TCP)", got, flags["gossip-addr"])
+	}
+	for _, cp := range c.Ports {
+		if !slices.Contains(slices.Collect(maps.Values(flags)), cp.ContainerPort) {
+			t.Errorf("port %s (%d) is not one the node listens on", cp.Name, cp.ContainerPort)
+		}
+	}
+}
+
+// nopDecider allows everything: the probes and /metrics never ask it.
+type nopDecider struct{}
+
+func (nopDecider) Decide(context.Context, limiter.Request) (limiter.Decision, error) {
+	return limiter.Decision{Allowed: true}, nil
+}
+
+func (nopDecider) DecideBatch(_ context.Context, rs []limiter.Request) ([]limiter.Decision, error) {
+	return make([]limiter.Decision, len(rs)), nil
+}
+
+// probe answers path on the node's own HTTP handler, ready or not.
+func probe(t *testing.T, path string, ready bool) int {
+	t.Helper()
+	readiness := func() error {
+		if !ready {
+			return errors.New("redis clock not synced")
+		}
+		return nil
+	}
+	h := server.NewHTTPHandler(server.DefaultHTTPConfig(), nopDecider{}, prometheus.NewRegistry(), readiness, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code
+}
+
+// TestKubernetes_probesAndScrapeMatchWhatTheNodeServes: the probes and the
+// Prometheus annotations reach the --http-addr port and paths the node's
+// HTTP handler serves; readiness follows the node's readiness and liveness
+// does not (a node waiting for Redis must not be restarted).
+func TestKubernetes_probesAndScrapeMatchWhatTheNodeServes(t *testing.T) {
+	sts, c := weirContainer(t, manifests(t))
+	httpPort := listenPorts(t, c.Args)["http-addr"]
+	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil {
+			t.Errorf("no HTTP %s probe", name)
+			continue
+		}
+		if got := containerPortOf(c, p.HTTPGet.Port, corev1.ProtocolTCP); got != httpPort {
+			t.Errorf("%s probe port %s is %d, not --http-addr's %d", name, p.HTTPGet.Port.String(), got, httpPort)
+		}
+		if code := probe(t, p.HTTPGet.Path, true); code != http.StatusOK {
+			t.Errorf("%s probe %s: the node answers %d when ready", name, p.HTTPGet.Path, code)
+		}
+	}
+	if p := c.ReadinessProbe; p != nil && p.HTTPGet != nil && probe(t, p.HTTPGet.Path, false) != http.StatusServiceUnavailable {
+		t.Errorf("readiness probe %s does not fail while the node is not ready", p.HTTPGet.Path)
+	}
+	if p := c.LivenessProbe; p != nil && p.HTTPGet != nil && probe(t, p.HTTPGet.Path, false) != http.StatusOK {
+		t.Errorf("liveness probe %s fails while the node is only not ready: pods would restart in a Redis outage", p.HTTPGet.Path)
+	}
+	ann := sts.Spec.Template.Annotations
+	if ann["prometheus.io/port"] != strconv.Itoa(int(httpPort)) {
+		t.Errorf("prometheus.io/port %q, want --http-addr's %d", ann["prometheus.io/port"], httpPort)
+	}
+	if path := cmp.Or(ann["prometheus.io/path"], "/metrics"); probe(t, path, true) != http.StatusOK {
+		t.Errorf("the scrape path %s is not served", path)
+	}
+}
+
+// TestKubernetes_servicesReachDeclaredPorts: every Service port of the
+// weir Services targets a port the weir container declares, by the same
+// protocol.
+func TestKubernetes_servicesReachDeclaredPorts(t *testing.T) {
+	m := manifests(t)
+	sts, c := weirContainer(t, m)
+	for _, o := range m["Service"] {
+		s := o.(*corev1.Service)
+		if !subset(s.Spec.Selector, sts.Spec.Template.Labels) {
+			continue // not a weir Service (redis)
+		}
+		for _, p := range s.Spec.Ports {
+			target := p.TargetPort
+			if target.Type == intstr.Int && target.IntVal == 0 {
+				target = intstr.FromInt32(p.Port)
+			}
+			if containerPortOf(c, target, p.Protocol) == 0 {
+				t.Errorf("Service %s port %s targets %s/%s, which the weir container does not declare", s.Name, p.Name, target.String(), p.Protocol)
+			}
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/weirhq/weir/limiter"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // HTTPConfig configures the HTTP API.
@@ -63,7 +64,10 @@ func (c HTTPConfig) Validate() error {
 //	GET  /readyz           200 when ready() returns nil (or ready is nil),
 //	                       503 with the reason otherwise
 //
-// JSON answers use the proto field names and leave out unset fields. On the
+// JSON answers use the proto field names and carry every field, zero values
+// included ("allowed": false, "remaining": "0", "retry_after": "0s",
+// "fallback": null when the decision was made normally), so a client never
+// has to tell an absent field from a zero one. On the
 // decide endpoints a bad request (malformed JSON, unknown fields, a cost
 // below 1 — an absent cost is 1 —, anything limiter.ErrInvalidRequest
 // wraps) is 400, another method 405, a body over the cap 413, an expired
@@ -106,7 +110,7 @@ type httpAPI struct {
 
 var (
 	unmarshalJSON = protojson.UnmarshalOptions{DiscardUnknown: false}
-	marshalJSON   = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: false}
+	marshalJSON   = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
 )
 
 func (a *httpAPI) decide(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +124,7 @@ func (a *httpAPI) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httplimit.WriteHeaders(w.Header(), out)
+	zeroDurations(out)
 	a.writeProto(w, httplimit.StatusCode(out), out)
 }
 
@@ -132,6 +137,9 @@ func (a *httpAPI) decideBatch(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.writeError(w, r, err)
 		return
+	}
+	for _, resp := range out.GetResponses() {
+		zeroDurations(resp)
 	}
 	a.writeProto(w, http.StatusOK, out)
 }
@@ -213,6 +221,24 @@ func (a *httpAPI) writeProto(w http.ResponseWriter, code int, m proto.Message) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	w.Write(body)
+}
+
+// zeroDurations sets r's unset durations to zero, so that JSON shows them
+// as "0s" rather than null (ToProto leaves a zero duration unset, which
+// costs nothing on the gRPC wire).
+func zeroDurations(r *weirv1.DecideResponse) {
+	for _, d := range []**durationpb.Duration{&r.RetryAfter, &r.ResetAfter} {
+		if *d == nil {
+			*d = &durationpb.Duration{}
+		}
+	}
+	for _, l := range r.GetLimits() {
+		for _, d := range []**durationpb.Duration{&l.RetryAfter, &l.Window, &l.ResetAfter} {
+			if *d == nil {
+				*d = &durationpb.Duration{}
+			}
+		}
+	}
 }
 
 func writeJSONError(w http.ResponseWriter, code int, msg string) {

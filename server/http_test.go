@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 type httpReply struct {
@@ -74,18 +75,16 @@ func TestHTTP_decide_allowed(t *testing.T) {
 	if r.header.Get("Retry-After") != "" || r.header.Get("Content-Type") != "application/json" {
 		t.Errorf("header = %v", r.header)
 	}
-	// Proto field names, unset fields left out.
-	var top map[string]any
-	if err := json.Unmarshal([]byte(r.body), &top); err != nil {
-		t.Fatal(err)
-	}
+	// Proto field names, zero values included.
+	top := checkEveryField(t, r.body)
 	if top["policy_version"] != "v7" || top["reset_after"] != "0.400s" {
 		t.Errorf("body %s lacks proto-named fields", r.body)
 	}
-	for _, unset := range []string{"retry_after", "too_costly", "fallback", "retryAfter"} {
-		if _, ok := top[unset]; ok {
-			t.Errorf("body %s has %s", r.body, unset)
-		}
+	if top["retry_after"] != "0s" || top["too_costly"] != false || top["fallback"] != nil {
+		t.Errorf("body %s: retry_after, too_costly, fallback not at their zero values", r.body)
+	}
+	if _, ok := top["retryAfter"]; ok {
+		t.Errorf("body %s has a JSON-cased name", r.body)
 	}
 	var resp weirv1.DecideResponse
 	if err := protojson.Unmarshal([]byte(r.body), &resp); err != nil || !resp.Allowed || len(resp.Limits) != 2 {
@@ -113,6 +112,48 @@ func TestHTTP_decide_denied(t *testing.T) {
 	if err := protojson.Unmarshal([]byte(r.body), &resp); err != nil || resp.RetryAfter.AsDuration() != 1500*time.Millisecond {
 		t.Errorf("body %s (%v) lacks the exact retry", r.body, err)
 	}
+	// A denial's zero values are there, not left out: a client reads
+	// body["allowed"] and body["remaining"] without checking for absence.
+	top := checkEveryField(t, r.body)
+	if top["allowed"] != false || top["remaining"] != "0" || top["from_lease"] != false {
+		t.Errorf("denied body %s: allowed %v, remaining %v, from_lease %v; want false, \"0\", false", r.body, top["allowed"], top["remaining"], top["from_lease"])
+	}
+	lim := top["limits"].([]any)[0].(map[string]any)
+	if lim["allowed"] != false || lim["remaining"] != "0" || lim["shadow"] != false {
+		t.Errorf("denied body %s: limit %v lacks its zero values", r.body, lim)
+	}
+}
+
+// checkEveryField decodes a DecideResponse body and fails unless it has
+// every field of DecideResponse, and every limit every field of
+// LimitStatus, under its proto name. It returns the decoded body.
+func checkEveryField(t *testing.T, body string) map[string]any {
+	t.Helper()
+	var top map[string]any
+	if err := json.Unmarshal([]byte(body), &top); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	hasAll := func(what string, m map[string]any, fields protoreflect.FieldDescriptors) {
+		for i := range fields.Len() {
+			if name := string(fields.Get(i).Name()); !hasKey(m, name) {
+				t.Errorf("%s lacks %q: %s", what, name, body)
+			}
+		}
+	}
+	hasAll("response", top, (&weirv1.DecideResponse{}).ProtoReflect().Descriptor().Fields())
+	limits, _ := top["limits"].([]any)
+	if len(limits) == 0 {
+		t.Fatalf("body %s has no limits", body)
+	}
+	for _, l := range limits {
+		hasAll("limit", l.(map[string]any), (&weirv1.LimitStatus{}).ProtoReflect().Descriptor().Fields())
+	}
+	return top
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 func TestHTTP_decide_tooCostly(t *testing.T) {
@@ -195,6 +236,13 @@ func TestHTTP_decideBatch(t *testing.T) {
 	}
 	if len(resp.Responses) != 2 || !resp.Responses[0].Allowed || resp.Responses[1].Allowed {
 		t.Errorf("batch = %v, want allowed then denied", &resp)
+	}
+	var raw struct{ Responses []json.RawMessage }
+	if err := json.Unmarshal([]byte(r.body), &raw); err != nil || len(raw.Responses) != 2 {
+		t.Fatalf("batch body %s: %v", r.body, err)
+	}
+	if denied := checkEveryField(t, string(raw.Responses[1])); denied["allowed"] != false || denied["remaining"] != "0" {
+		t.Errorf("denied batch response %s lacks its zero values", raw.Responses[1])
 	}
 
 	r = do(t, srv, http.MethodPost, "/v1/decide_batch", `{"requests":[{},{"cost":-5}]}`)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,11 +22,16 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 		return nil
 	}
 	mcfg := membership.DefaultConfig()
-	mcfg.NodeName, mcfg.BindAddr, mcfg.AdvertiseAddr = cfg.NodeName, cfg.GossipAddr, cfg.AdvertiseAddr
+	mcfg.NodeName, mcfg.BindAddr = cfg.NodeName, cfg.GossipAddr
+	// An explicit advertise address, so that memberlist never advertises
+	// a wildcard (it would for [::]) and gossip, forwarding and Topology
+	// all name the same host (advertise.go).
+	mcfg.AdvertiseAddr = cmp.Or(cfg.AdvertiseAddr, advertised(cfg.GossipAddr, n.advHost))
 	mcfg.Join, mcfg.Region = cfg.Join, cfg.Region
-	adv := cmp.Or(cfg.AdvertiseAddr, cfg.GossipAddr) // where other nodes reach this host
-	mcfg.GRPCAddr = advertised(n.grpcAddr(), adv)
-	mcfg.PeerAddr = advertised(n.peerAddr(), adv)
+	mcfg.GRPCAddr, mcfg.PeerAddr = gossipedGRPC(n.grpcAddr(), mcfg.AdvertiseAddr), n.peerAddr()
+	if mcfg.GRPCAddr == "" {
+		n.logger.Warn("the public gRPC listener is on loopback while gossip is not: the Topology RPC names no address for this node, so routing clients reach its groups through other nodes; bind --grpc-addr to an address clients can reach", "grpc", n.grpcAddr())
+	}
 	keys, err := cfg.gossipKeys()
 	if err != nil {
 		return err
@@ -52,7 +56,8 @@ func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Regis
 			}
 		}
 	})
-	n.logger.Info("gossip started", "node", cfg.NodeName, "gossip", m.GossipAddr(), "join", cfg.Join, "encrypted", len(keys) > 0)
+	n.logger.Info("gossip started", "node", cfg.NodeName, "gossip", m.GossipAddr(), "join", cfg.Join, "encrypted", len(keys) > 0,
+		"peer", mcfg.PeerAddr, "grpc", mcfg.GRPCAddr)
 	return nil
 }
 
@@ -117,21 +122,4 @@ func (n *node) leaveCluster(ctx context.Context) {
 	if err := n.members.Shutdown(); err != nil {
 		n.logger.Warn("gossip shutdown", "err", err)
 	}
-}
-
-// advertised is the address other nodes should dial for a listener: the
-// listener's, with an unspecified host (0.0.0.0, ::) replaced by the host
-// of gossipAdvertise (--advertise-addr, else --gossip-addr) when that one
-// is specific.
-func advertised(listen, gossipAdvertise string) string {
-	host, port, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listen
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if ah, _, err := net.SplitHostPort(gossipAdvertise); err == nil && ah != "" {
-			host = ah
-		}
-	}
-	return net.JoinHostPort(host, port)
 }

@@ -22,6 +22,7 @@ type config struct {
 	ShutdownTimeout time.Duration
 	LogFormat       string
 	LogLevel        string
+	Check           bool         // --check: validate, summarise and exit (check.go)
 	Bounds          boundsConfig // resource bounds: bounds.go
 	// GRPCStreamWorkers: goroutines serving each gRPC server's calls, 0
 	// for one goroutine per call (streamworkers.go).
@@ -66,11 +67,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
 	str(&c.LogFormat, "log-format", "text", "log format: text or json")
 	str(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	env.boolean(&c.Check, "check", false, "validate the flags, TLS files, gossip keys and policy, print a summary and exit without listening: 0 when the node would start, 1 with the error")
 	checkBounds := addBoundsFlags(fs, &c.Bounds, getenv)
 	addStreamWorkersFlag(fs, &env, &c.GRPCStreamWorkers)
 	str(&c.NodeName, "node-name", host, "this node's name in the cluster (unique)")
 	str(&c.GossipAddr, "gossip-addr", "", "memberlist bind IP:port (TCP and UDP); empty runs a cluster of one. Required with --join")
-	str(&c.AdvertiseAddr, "advertise-addr", "", "gossip host:port other nodes should use (default: --gossip-addr)")
+	str(&c.AdvertiseAddr, "advertise-addr", "", "IP:port other nodes gossip with this one on; its IP also replaces 0.0.0.0 or [::] of --peer-addr and --grpc-addr in the addresses given to other nodes and clients (default: --gossip-addr's IP, else the host's first private IP, else what its name resolves to)")
 	str(&join, "join", "", "comma-separated seed host:port or DNS names, re-resolved on every attempt")
 	str(&c.Region, "region", "", "this node's region, carried in membership metadata; with --region-peers, the region whose share of global limits this node enforces")
 	dur(&c.ForwardTimeout, "forward-timeout", time.Second, "ceiling on one forward to a group's owner; a forward normally ends sooner, at the caller's deadline less a reserve (see docs/architecture.md, Slow is not dead)")
@@ -124,6 +126,9 @@ func (c config) validate() error {
 	}
 	if len(c.Join) > 0 && c.GossipAddr == "" {
 		errs = append(errs, errors.New("--join needs --gossip-addr: name the IP:port to gossip on (binding every interface is no longer implied)"))
+	}
+	if err := checkAdvertiseAddr(c.AdvertiseAddr); err != nil {
+		errs = append(errs, err)
 	}
 	errs = append(errs, c.security.validate(c.GossipAddr, c.AdvertiseAddr)...)
 	if _, _, err := c.regions.linkConfig(c.Region, c.NodeName); err != nil {

@@ -126,16 +126,3 @@ func TestParseKeyFile(t *testing.T) {
 		t.Error("a missing key file was accepted")
 	}
 }
-
-func TestAdvertised(t *testing.T) {
-	for _, tc := range []struct{ listen, gossip, want string }{
-		{"10.0.0.5:8091", "10.0.0.9:7946", "10.0.0.5:8091"}, // a specific listener stays
-		{"0.0.0.0:8091", "10.0.0.9:7946", "10.0.0.9:8091"},  // every interface: the gossip host
-		{"[::]:8091", "[fd00::9]:7946", "[fd00::9]:8091"},
-		{"0.0.0.0:8091", "", "0.0.0.0:8091"}, // nothing better known
-	} {
-		if got := advertised(tc.listen, tc.gossip); got != tc.want {
-			t.Errorf("advertised(%q, %q) = %q, want %q", tc.listen, tc.gossip, got, tc.want)
-		}
-	}
-}

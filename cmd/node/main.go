@@ -16,11 +16,20 @@ func main() {
 
 // run starts a node and serves until SIGTERM or SIGINT. It returns the exit
 // code: 0 after a clean shutdown, 1 on a runtime failure, 2 on bad flags.
+// With --check it only validates (check.go): 0 valid, 1 a file or the
+// policy does not load, 2 bad flags.
 func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "node:", err)
 		return 2
+	}
+	if cfg.Check {
+		if err := check(cfg, systemHostAddrs(), stderr); err != nil {
+			fmt.Fprintln(stderr, "node: check failed:", err)
+			return 1
+		}
+		return 0
 	}
 	logger, err := newLogger(cfg, stderr)
 	if err != nil {

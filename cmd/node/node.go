@@ -48,6 +48,7 @@ type node struct {
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
 	regional regionWiring           // global limits shared with other regions: region.go
 	name     string                 // --node-name
+	advHost  string                 // replaces a wildcard listen host in addresses handed out: advertise.go
 	closers  []func() error
 	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
 	cancel   context.CancelFunc
@@ -71,9 +72,13 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n.cancel = cancel
 
+	var err error
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
+	if n.advHost, err = advertiseHost(cfg, systemHostAddrs()); err != nil {
+		return nil, err
+	}
 	n.reportExposure(cfg, reg)
 	if err := n.openTLS(bgCtx, cfg); err != nil {
 		return nil, err
@@ -283,6 +288,8 @@ func stopGRPC(ctx context.Context, s *grpc.Server) {
 	}
 }
 
-func (n *node) grpcAddr() string { return n.grpcLis.Addr().String() }
-func (n *node) peerAddr() string { return n.peerLis.Addr().String() }
+// grpcAddr and peerAddr are the listeners' addresses as other nodes and
+// clients dial them: a wildcard host replaced (advertise.go).
+func (n *node) grpcAddr() string { return advertised(n.grpcLis.Addr().String(), n.advHost) }
+func (n *node) peerAddr() string { return advertised(n.peerLis.Addr().String(), n.advHost) }
 func (n *node) httpAddr() string { return n.httpLis.Addr().String() }

@@ -261,8 +261,9 @@ func TestNode_httpDenialHas429AndHeaders(t *testing.T) {
 		t.Errorf("RateLimit %q", got)
 	}
 	var out map[string]any
-	if err := json.NewDecoder(r.Body).Decode(&out); err != nil || out["allowed"] == true {
-		t.Fatalf("body %v %v", out, err)
+	// Every field is there, zero values included (issue 21).
+	if err := json.NewDecoder(r.Body).Decode(&out); err != nil || out["allowed"] != false || out["remaining"] != "0" {
+		t.Fatalf("body %v %v, want \"allowed\": false and \"remaining\": \"0\"", out, err)
 	}
 }
 

@@ -42,8 +42,9 @@ func (t *topology) Topology(context.Context) (*weirv1.TopologyResponse, bool) {
 func (t *topology) Epoch() uint64 { return t.ring.Epoch() }
 
 // publicAddrs maps member names to their public gRPC addresses: from gossip
-// in a cluster, this node's own listener in a cluster of one. Peer-plane
-// addresses are never included.
+// in a cluster, this node's own listener in a cluster of one (a wildcard
+// host replaced as in gossip: advertise.go). Peer-plane addresses are
+// never included.
 func (t *topology) publicAddrs() map[string]string {
 	m := t.n.state.gossip.Load()
 	if m == nil {
