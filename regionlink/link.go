@@ -38,6 +38,11 @@ type Deps struct {
 	// Classify names the limit that built key and says whether its scope
 	// is global (from the current policy). Safe for concurrent use.
 	Classify func(key string) (limit string, global bool)
+	// Burst returns the burst of the global limit that built key (0 if
+	// unknown), from the current policy: as a home, the units of a burst
+	// smaller than the number of regions go to the busiest regions
+	// (region.Home.SetBursts). Optional; safe for concurrent use.
+	Burst func(key string) int64
 	// Group returns the group a key belongs to (policy.GroupOfKey).
 	Group func(key string) (string, bool)
 	// Clock is this process's monotonic clock in nanoseconds, what reports
@@ -123,6 +128,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	if deps.Burst != nil {
+		home.SetBursts(deps.Burst)
+	}
 	l := &Link{cfg: cfg, deps: deps, logger: logger, member: member, home: home, seed: maphash.MakeSeed(),
 		window: max(1, int((time.Second+cfg.Shares.Interval-1)/cfg.Shares.Interval))}
 	for i := range l.stripes {
@@ -167,9 +175,9 @@ func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limi
 // concurrent use; it takes no lock.
 func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bool) {
 	if strict {
-		return (region.Whole / region.Share(len(l.cfg.Shares.Regions))).Limit(whole)
+		return l.cfg.Shares.Limit(region.Whole/region.Share(len(l.cfg.Shares.Regions)), whole)
 	}
-	return l.cfg.Shares.Floor.Limit(whole)
+	return l.cfg.Shares.Limit(l.cfg.Shares.Floor, whole)
 }
 
 // Enforce returns the limits to decide keys at, now, for a decision of
@@ -227,18 +235,24 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 			st.keys[k] = ks
 		}
 		ks.limit = names[i]
-		ks.offered += cost
+		ks.offered += cost // demand: what callers ask for, admitted or not
 		ks.used = mono
-		to, valid := shares[i].Limit(limits[i])
-		if !valid {
+		if ks.epoch != epoch || ks.global != limits[i] {
+			ks.valid = false // enforced no longer says how the TAT was written
+		}
+		// The whole limit is known from the first request on, so a share
+		// that admits nothing still reports its demand and grows from it.
+		ks.global, ks.epoch = limits[i], epoch
+		to, valid := l.cfg.Shares.Limit(shares[i], limits[i])
+		if !valid { // the TAT is left as it was
 			l.metrics.empty.WithLabelValues(names[i]).Inc()
 			ok = false
 			continue
 		}
 		out[i] = to
 		from, fromOK := ks.enforced, ks.valid
-		if ks.epoch != epoch || ks.global != limits[i] || !fromOK {
-			from, fromOK = l.cfg.Shares.Floor.Limit(limits[i])
+		if !fromOK {
+			from, fromOK = l.cfg.Shares.Limit(l.cfg.Shares.Floor, limits[i])
 		}
 		switch {
 		case !fromOK:
@@ -246,7 +260,7 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 		case from != to:
 			rescale(k, func(tat int64) int64 { return region.Rescale(tat, now, from, to) })
 		}
-		ks.global, ks.enforced, ks.valid, ks.epoch = limits[i], to, true, epoch
+		ks.enforced, ks.valid = to, true
 	}
 	return out, ok, st.mu.Unlock
 }

@@ -96,7 +96,7 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -114,6 +114,17 @@ func classifyGlobal(policies limiter.PolicySource) func(key string) (string, boo
 			return "", false
 		}
 		return l.Name, l.Scope == policy.ScopeGlobal
+	}
+}
+
+// globalBurst is regionlink.Deps.Burst over policies' current policy: the
+// burst of the limit that built a key (0 when no limit did).
+func globalBurst(policies limiter.PolicySource) func(key string) int64 {
+	return func(key string) int64 {
+		if l := policies.Current().LimitOfKey(key); l != nil {
+			return l.Burst
+		}
+		return 0
 	}
 }
 

@@ -48,8 +48,8 @@ func (s *site) clock(t int64) int64 { return s.offset + t + int64(math.Round(flo
 
 // enforce moves the site to the share it must enforce at local time now,
 // keeping its bucket level (region.Rescale).
-func (s *site) enforce(now int64, global gcra.Limit) {
-	lim, ok := s.member.Share(Key, now).Limit(global)
+func (s *site) enforce(now int64, cfg region.Config, global gcra.Limit) {
+	lim, ok := cfg.Limit(s.member.Share(Key, now), global)
 	switch {
 	case ok == s.limOK && lim == s.lim:
 		return
@@ -152,6 +152,7 @@ func newWorld(tr Trace) (*world, error) {
 		if s.home, err = region.NewHome(tr.Config, name, s.clock(0)); err != nil {
 			return nil, err
 		}
+		s.home.SetBursts(func(string) int64 { return tr.Global.Burst })
 		w.index[name] = i
 		w.sites = append(w.sites, s)
 	}
@@ -179,7 +180,7 @@ func (w *world) tick(t int64) error {
 	offered := make([]float64, len(w.sites))
 	for i, s := range w.sites {
 		now := s.clock(t)
-		s.enforce(now, w.tr.Global)
+		s.enforce(now, w.tr.Config, w.tr.Global)
 		d := w.tr.Demand(s.name, time.Duration(t))
 		offered[i] = d
 		s.acc += d * float64(step) / perSecond
