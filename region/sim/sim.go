@@ -61,19 +61,21 @@ func (s *site) enforce(now int64, cfg region.Config, global gcra.Limit) {
 	s.lim, s.limOK = lim, ok
 }
 
-// admit offers units at local time now and returns how many passed.
+// admit offers units arriving evenly over the step that starts at local
+// time now and returns how many passed: a limit faster than one unit per
+// step (10,000/s is ten per ms) is decided at its arrivals' own times, not
+// all at once.
 func (s *site) admit(now, units int64) int64 {
 	var n int64
-	for range units {
+	for j := range units {
 		if !s.limOK {
 			break
 		}
-		res, _ := gcra.Decide(s.tat, now, s.lim, 1)
-		if !res.Allowed {
-			break
+		res, _ := gcra.Decide(s.tat, now+j*step/units, s.lim, 1)
+		if res.Allowed {
+			s.tat = res.TAT
+			n++
 		}
-		s.tat = res.TAT
-		n++
 	}
 	return n
 }
