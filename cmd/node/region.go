@@ -86,6 +86,26 @@ func (r regions) linkConfig(own, node string) (regionlink.Config, bool, error) {
 	return cfg, true, nil
 }
 
+// policyCheck is the policy.WatcherConfig.Check of a node sharing global
+// limits: a policy with a global limit that admits nothing under the
+// region flags is refused (at start, and on reload, when the previous one
+// keeps serving), one that admits only in some regions at a time is
+// accepted with a warning (policy.Policy.RegionWarnings). Nil without
+// regions, or with region flags linkConfig refuses (it says why).
+func (r regions) policyCheck(own, node string) func(*policy.Policy) ([]string, error) {
+	lcfg, on, err := r.linkConfig(own, node)
+	if err != nil || !on {
+		return nil
+	}
+	return func(p *policy.Policy) ([]string, error) {
+		w, err := p.RegionWarnings(lcfg.Shares)
+		if err != nil {
+			return nil, fmt.Errorf("with --region-peers (%d regions) and --region-floor %v: %w", len(lcfg.Shares.Regions), r.RegionFloor, err)
+		}
+		return w, nil
+	}
+}
+
 // openRegions builds the region link when --region-peers is set; the
 // cluster it routes reports through is bound later (bindRegions).
 func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg prometheus.Registerer) error {
