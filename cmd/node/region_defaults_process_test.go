@@ -263,3 +263,47 @@ func runRegionPhases(t *testing.T, nodes []*proc, cells []regionCell) {
 	}
 	judge(nodes[1].name+" alone", idleAt+4*time.Second, []int{1})
 }
+
+// TestRegions_process_issueSetupAdmits is the setup of the report that
+// found the defaults admitting nothing: two regions of one node and one
+// redis-server each, default region flags, one global limit of 100/s
+// burst 10, one request every 100ms through each region for 8s from a
+// cold start. Before, all 80 were denied (the 2 % floor held 0.2 of a
+// unit, and a share that admitted nothing never reported its demand).
+// Now each region's floor holds one unit (2/s) through the homes'
+// start-up quiet period (TTL, 4s), and after it every request passes.
+func TestRegions_process_issueSetupAdmits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts node processes and redis-servers")
+	}
+	nodes := startRegionNodes(t, "version: issue\nlimits:\n  - {name: glob, match: [tenant, g], group: tenant, rate: 100/s, burst: 10, scope: global}\n", "eu", "us")
+	origin := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	loads := make([]*loader, len(nodes))
+	for i, n := range nodes {
+		loads[i] = &loader{}
+		wg.Go(func() {
+			loads[i].run(t, n, map[string]string{"tenant": "acme", "g": "x"}, 1, 100*time.Millisecond, origin, stop)
+		})
+	}
+	waitFor(t, 30*time.Second, func() bool { return time.Since(origin) >= 8*time.Second })
+	close(stop)
+	wg.Wait()
+	var all, late, lateSent int64
+	for _, l := range loads {
+		u, _ := l.window(0, 8*time.Second)
+		all += u
+		v, _ := l.window(5*time.Second, 8*time.Second)
+		late += v
+		for _, s := range l.samples {
+			if s.at >= 5*time.Second && s.at < 8*time.Second {
+				lateSent++
+			}
+		}
+	}
+	t.Logf("admitted %d of %d in 8s; from 5s (past the homes' quiet period) %d of %d", all, len(loads[0].samples)+len(loads[1].samples), late, lateSent)
+	if late != lateSent || all == 0 {
+		t.Errorf("admitted %d in all, %d of %d from 5s: want every request past the quiet period", all, late, lateSent)
+	}
+}
