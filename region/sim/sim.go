@@ -37,6 +37,7 @@ type site struct {
 	tat    int64
 	lim    gcra.Limit
 	limOK  bool
+	share  region.Share // the share lim was computed from (-1: none yet)
 	acc    float64 // fractional arrivals carried to the next step
 	window int64   // units offered since the last report
 	recent []int64 // units offered in each of the last reports' intervals
@@ -49,7 +50,12 @@ func (s *site) clock(t int64) int64 { return s.offset + t + int64(math.Round(flo
 // enforce moves the site to the share it must enforce at local time now,
 // keeping its bucket level (region.Rescale).
 func (s *site) enforce(now int64, cfg region.Config, global gcra.Limit) {
-	lim, ok := cfg.Limit(s.member.Share(Key, now), global)
+	share := s.member.Share(Key, now)
+	if share == s.share {
+		return // the same share of the same limit: nothing to recompute
+	}
+	s.share = share
+	lim, ok := cfg.Limit(share, global)
 	switch {
 	case ok == s.limOK && lim == s.lim:
 		return
@@ -145,7 +151,7 @@ func newWorld(tr Trace) (*world, error) {
 	n := int64(len(tr.Config.Regions))
 	for i, name := range tr.Config.Regions {
 		// Every clock starts at its own offset, 7.8s from the previous one.
-		s := &site{name: name, drift: tr.Drift[name], offset: int64(i) * int64(7_777_777*time.Microsecond),
+		s := &site{name: name, drift: tr.Drift[name], share: -1, offset: int64(i) * int64(7_777_777*time.Microsecond),
 			next: w.intvl * int64(i+1) / n}
 		var err error
 		if s.member, err = region.NewMember(tr.Config, name, name+"#1", 0); err != nil {
