@@ -146,7 +146,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 // to a fixed equal part of it (1/len(regions)): a strict key is decided by
 // its region's Redis, where its TAT cannot be rescaled as a share moves,
 // so it takes no part in the rebalancing. ok is false when that part
-// admits nothing (its burst rounds down to zero): deny the request.
+// admits nothing (no unit of the burst by the unit rule, region.Config.Limit:
+// a burst below the number of regions): deny the request.
 func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
 	out = slices.Clone(limits)
 	for i, k := range keys {
@@ -171,7 +172,7 @@ func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limi
 // regions' guaranteed parts sum to at most whole, so a failure policy that
 // falls back to them (limiter.WithFallbackPart, split over the region's
 // nodes) keeps every region together within the limit. ok is false when
-// the part admits nothing (its burst rounds down to zero). Safe for
+// the part admits nothing (it holds no unit, region.Config.Limit). Safe for
 // concurrent use; it takes no lock.
 func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bool) {
 	if strict {
@@ -182,7 +183,7 @@ func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bo
 
 // Enforce returns the limits to decide keys at, now, for a decision of
 // cost on group: limits[i] for a key whose limit is not global, this
-// region's current share of it (region.Share.Limit) for a global one. For
+// region's current share of it (region.Config.Limit) for a global one. For
 // a global key whose enforced limit changed since its TAT was last decided
 // it calls rescale(key, f): the caller must replace the key's TAT t with
 // f(t) (region.Rescale, which keeps the key's level, never resets it). A
@@ -191,7 +192,7 @@ func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bo
 // floor, which never overstates its level whatever limit wrote its TAT.
 //
 // ok is false, and nothing must be decided, when a global key's share
-// admits nothing (its part of the burst rounds down to zero). Call
+// admits nothing (it holds no unit of the burst). Call
 // release once the decision is stored, whatever ok is: until then the
 // group's stripe is held. now is on the cluster's time base, like the TATs;
 // the offered cost counts towards the keys' demand.
