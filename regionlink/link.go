@@ -245,9 +245,12 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 		// that admits nothing still reports its demand and grows from it.
 		ks.global, ks.epoch = limits[i], epoch
 		to, valid := l.cfg.Shares.Limit(shares[i], limits[i])
-		if !valid { // the TAT is left as it was
+		if !valid {
+			// The TAT is left as it was, but the region no longer owns the
+			// rate that refills it: when the key holds a unit again its
+			// bucket starts empty, not refilled over the time it had none.
 			l.metrics.empty.WithLabelValues(names[i]).Inc()
-			ok = false
+			ks.valid, ok = false, false
 			continue
 		}
 		out[i] = to

@@ -323,3 +323,54 @@ func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
 		t.Fatalf("demand %v, want the units offered though denied", d[k])
 	}
 }
+
+// TestLink_Enforce_unitRegainedStartsEmpty: a key whose share held no unit
+// for a while (burst 1 over two regions, us cut off from the home and at
+// its floor) did not own the rate that would refill its bucket meanwhile,
+// so when it holds the unit again its bucket starts empty: a Rescale from
+// the limit it last held would find it rested, one unit more than the
+// regions together may admit.
+func TestLink_Enforce_unitRegainedStartsEmpty(t *testing.T) {
+	n, clk := newNet(), &fakeClock{}
+	k := keyHomedIn(t, "eu", 0)
+	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
+	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
+	one := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}
+	m := tats{}
+	decide := func(now int64) (gcra.Limit, bool) {
+		out, ok, release := us.Enforce(1, "grp", []string{k}, []gcra.Limit{one}, 200, now, m.rescale)
+		release()
+		return out[0], ok
+	}
+	round := func() {
+		clk.advance(testShares().Interval)
+		us.Round(context.Background())
+		eu.Round(context.Background())
+	}
+	for range 20 {
+		decide(0)
+		round()
+	}
+	if _, ok := decide(0); !ok {
+		t.Fatal("us never got the unit")
+	}
+	m[k] = 0 // rested at the share it holds
+	n.cut("eu-1", true)
+	for range 15 { // past the grant's TTL: the floor, no unit
+		decide(0)
+		round()
+	}
+	if _, ok := decide(0); ok {
+		t.Fatal("cut off past its TTL, us still holds the unit")
+	}
+	n.cut("eu-1", false)
+	now := int64(50 * time.Second)
+	for range 20 {
+		decide(now)
+		round()
+	}
+	lim, ok := decide(now)
+	if !ok || m[k] != now+lim.Span() {
+		t.Fatalf("the unit regained: ok %v, TAT %d, want %d (an empty bucket)", ok, m[k], now+lim.Span())
+	}
+}
