@@ -306,8 +306,9 @@ func (s *Store) forget(removed int) {
 	}
 }
 
-// Sweep deletes every key whose TAT is at or before now (a rested key and a
-// missing key decide identically) and returns how many it removed. It locks
+// Sweep deletes every key whose TAT is at or before now, clamped to
+// gcra.MaxTime as decisions clamp it (a rested key and a missing key decide
+// identically) and returns how many it removed. It locks
 // one shard at a time.
 func (s *Store) Sweep(now int64) int { return s.SweepFunc(now, nil) }
 
