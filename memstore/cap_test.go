@@ -80,3 +80,37 @@ func TestStore_Room(t *testing.T) {
 		t.Fatal("negative MaxKeys passed Validate")
 	}
 }
+
+// Past gcra.MaxTime a decision reads now as MaxTime, so a key limited there
+// stays limited however late the clock reads: neither Sweep nor eviction
+// for room may forget it and hand out a fresh burst (before, both compared
+// its TAT with the raw now: 1/s burst 5 admitted 230 in 10s).
+func TestStore_Sweep_pastMaxTimeKeepsLimitedKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forget func(s *Store, now int64)
+	}{
+		{"sweep", func(s *Store, now int64) { s.Sweep(now) }},
+		{"eviction", func(s *Store, now int64) { _ = decideOne(t, s, fmt.Sprint("other", now), now) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New(Config{Shards: 1, MaxKeys: 2}) // k and one other
+			lim := []gcra.Limit{{Interval: 1_000 * ms, Burst: 5}}
+			out := make([]gcra.Result, 1)
+			admitted := 0
+			for i := range 10_000 { // 10s, a request per ms
+				now := gcra.MaxTime + int64(i)*ms
+				if i%100 == 0 {
+					tc.forget(s, now)
+				}
+				res, err := s.Decide(t.Context(), "g", []string{"k"}, lim, 1, now, out)
+				if err == nil && res.Allowed {
+					admitted++
+				}
+			}
+			if admitted != 5 {
+				t.Fatalf("admitted %d in 10s past MaxTime, want the burst of 5 only (now clamped to MaxTime)", admitted)
+			}
+		})
+	}
+}

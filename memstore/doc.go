@@ -7,8 +7,9 @@
 // groups rarely contend. There is no global lock on the decision path.
 //
 // Idle keys cost nothing to forget: a key whose TAT is at or before now
-// behaves exactly like a missing key, so [Store.Sweep] deletes such keys and
-// memory follows the set of active keys.
+// (read as a decision reads it, clamped to gcra.MaxTime) behaves exactly
+// like a missing key, so [Store.Sweep] and the MaxKeys eviction delete such
+// keys and memory follows the set of active keys.
 //
 // Usage:
 //

@@ -192,8 +192,9 @@ func (s *Store) makeRoomLocked(sh *shard, n int, now int64) bool {
 	}
 	sh.lastScan = now
 	removed := 0
+	rested := decisionNow(now)
 	for k, tat := range sh.tats {
-		if tat <= now {
+		if tat <= rested {
 			delete(sh.tats, k)
 			removed++
 		}
@@ -202,6 +203,11 @@ func (s *Store) makeRoomLocked(sh *shard, n int, now int64) bool {
 	s.evicted.Add(int64(removed))
 	return s.keys.Load()+int64(n) <= s.maxKeys
 }
+
+// decisionNow is now as a decision reads it (gcra clamps it to
+// [0, gcra.MaxTime]): a TAT is rested exactly when it is at or before that,
+// so Sweep and eviction forget only keys a decision would find rested.
+func decisionNow(now int64) int64 { return min(max(now, 0), gcra.MaxTime) }
 
 // Get returns the TAT stored for key in group, or 0.
 func (s *Store) Get(group, key string) int64 {
@@ -300,8 +306,9 @@ func (s *Store) forget(removed int) {
 	}
 }
 
-// Sweep deletes every key whose TAT is at or before now (a rested key and a
-// missing key decide identically) and returns how many it removed. It locks
+// Sweep deletes every key whose TAT is at or before now, clamped to
+// gcra.MaxTime as decisions clamp it (a rested key and a missing key decide
+// identically) and returns how many it removed. It locks
 // one shard at a time.
 func (s *Store) Sweep(now int64) int { return s.SweepFunc(now, nil) }
 

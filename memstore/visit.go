@@ -4,6 +4,7 @@ package memstore
 // that key's shard lock: swept must be quick and must not call back into
 // the store.
 func (s *Store) SweepFunc(now int64, swept func(key string)) int {
+	now = decisionNow(now)
 	removed := 0
 	for i := range s.shards {
 		sh := &s.shards[i]

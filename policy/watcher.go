@@ -40,6 +40,12 @@ type WatcherConfig struct {
 	// the file is read, so that a burst of events from one save causes one
 	// load. Zero means DefaultDebounce.
 	Debounce time.Duration
+	// Check, when set, vets every policy read beyond its own validity (a
+	// node checks its global limits against its region flags,
+	// Policy.RegionWarnings): an error refuses the policy as a bad file
+	// is refused (at start, NewWatcher fails; later, the previous policy
+	// keeps serving); warnings are logged and the policy is accepted.
+	Check func(*Policy) (warnings []string, err error)
 }
 
 // Validate reports a config NewWatcher would refuse. It changes nothing.
@@ -65,6 +71,7 @@ type Watcher struct {
 	path     string // "" for Static
 	debounce time.Duration
 	log      *slog.Logger
+	check    func(*Policy) ([]string, error)
 	met      *watcherMetrics // nil for Static
 	now      func() time.Time
 
@@ -89,7 +96,7 @@ func NewWatcher(cfg WatcherConfig, logger *slog.Logger, reg prometheus.Registere
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	w := &Watcher{path: cfg.Path, debounce: cfg.Debounce, log: logger, now: time.Now}
+	w := &Watcher{path: cfg.Path, debounce: cfg.Debounce, log: logger, check: cfg.Check, now: time.Now}
 	if w.debounce == 0 {
 		w.debounce = DefaultDebounce
 	}
@@ -99,6 +106,9 @@ func NewWatcher(cfg WatcherConfig, logger *slog.Logger, reg prometheus.Registere
 	}
 	digest := sha256.Sum256(data)
 	p, err := parse(w.path, data, digest)
+	if err == nil {
+		err = w.vet(p)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +175,9 @@ func (w *Watcher) loadLocked(onlyChanged bool) error {
 		w.mu.lastSeen = digest
 		p, err = parse(w.path, data, digest)
 	}
+	if err == nil {
+		err = w.vet(p)
+	}
 	if err != nil {
 		w.log.Error("policy rejected; the previous policy keeps serving",
 			"file", w.path, "error", err, "active_version", w.Current().Version)
@@ -172,6 +185,21 @@ func (w *Watcher) loadLocked(onlyChanged bool) error {
 		return err
 	}
 	w.acceptLocked(p)
+	return nil
+}
+
+// vet runs the configured Check on p, logging its warnings.
+func (w *Watcher) vet(p *Policy) error {
+	if w.check == nil {
+		return nil
+	}
+	warnings, err := w.check(p)
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.path, err)
+	}
+	for _, msg := range warnings {
+		w.log.Warn("policy accepted with a warning", "file", w.path, "version", p.Version, "warning", msg)
+	}
 	return nil
 }
 

@@ -7,9 +7,11 @@
 // Each global key has a home region ([HomeOf]). Every region holds a small
 // floor of every key ([Config.Floor]); the home leases the rest out as
 // grants with a TTL, sized in proportion to the regions' reported demand
-// and damped, and only ever from capacity no other region holds. Burst is
-// shared with rate: a share s enforces s of the rate and s of the burst
-// ([Share.Limit]).
+// and damped, and only ever from capacity no other region holds. A share s
+// enforces s of the rate and a part of the burst in whole units, so that
+// the regions' bursts sum to at most the global one and a region's floor
+// holds a unit whenever the burst is at least the number of regions
+// ([Config.Limit], the unit rule).
 //
 // It has two sides, both pure: no goroutines, no I/O, no clock reads. Times
 // are integer nanoseconds passed in, as in package gcra; callers own
@@ -33,7 +35,7 @@
 //		member.Apply(now, reply)           // on its reply, if one comes
 //	}
 //	// on every decision of a global key:
-//	lim, ok := member.Share(key, now).Limit(global)
+//	lim, ok := cfg.Limit(member.Share(key, now), global)
 //	if lim != last {
 //		tat = region.Rescale(tat, now, last, lim) // keeps the key's state
 //	}
@@ -46,9 +48,10 @@
 // reports numbered above any it sent before a restart ([NewMember]); call
 // [Home.Adopt] when a key's home moves to this process, or [Home.Moved]
 // after a change of ownership among the home region's processes; run every
-// region with the same Config; call [Home.Sweep] every few TTLs. A share
-// whose burst rounds down to zero units admits nothing ([Share.Limit] says
-// so). Package regionlink runs both sides in a weir node. docs/regions.md
+// region with the same Config; call [Home.Sweep] every few TTLs; give the
+// home the keys' bursts ([Home.SetBursts]) so that a burst below the number
+// of regions goes to the busiest regions. A share that holds no unit admits
+// nothing ([Config.Limit] says so). Package regionlink runs both sides in a weir node. docs/regions.md
 // has the protocol, the invariant and why it holds, what a cut-off costs,
 // the simulator's figures and how a node runs it.
 package region

@@ -32,7 +32,7 @@ func Example() {
 		}
 		now += cfg.Interval.Nanoseconds() // times are nanoseconds
 	}
-	lim, _ := eu.Share(key, now).Limit(global)
+	lim, _ := cfg.Limit(eu.Share(key, now), global) // the unit rule: Σ bursts ≤ 100
 	fmt.Printf("eu %d, us %d, reserved %d of %d\n", eu.Share(key, now), us.Share(key, now), ledger.Reserved(key, now), region.Whole)
 	fmt.Printf("eu enforces one unit every %s, burst %d\n", time.Duration(lim.Interval), lim.Burst)
 	// Output:

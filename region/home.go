@@ -29,8 +29,9 @@ type Home struct {
 	quiet int64 // no grant above the floor before this (restart)
 	// moved: no grant above the floor before this for a key first seen
 	// after the last Moved (it may have been granted by another process).
-	moved int64
-	keys  map[string]*ledger
+	moved  int64
+	keys   map[string]*ledger
+	bursts func(key string) int64
 }
 
 type ledger struct {
@@ -97,6 +98,14 @@ func (h *Home) Moved(now int64, keep func(key string) bool) {
 	h.moved = now + h.cfg.ttl() + h.cfg.grace()
 }
 
+// SetBursts tells the home the global burst of each key (0 when unknown),
+// for the keys whose floors hold no unit of it (burst below the number of
+// regions, Config.Limit): their units go to at most burst regions, the
+// busiest, instead of being spread thinner than a unit. Without it (or for
+// a burst of 0) the targets are the plain ones (Targets). It changes
+// efficiency only: Σ shares ≤ Whole holds either way.
+func (h *Home) SetBursts(bursts func(key string) int64) { h.bursts = bursts }
+
 func (h *Home) ledger(key string) *ledger {
 	l := h.keys[key]
 	if l == nil {
@@ -134,7 +143,7 @@ func (h *Home) Handle(now int64, r Report) (Reply, error) {
 		}
 		b.ack = max(b.ack, it.Ack)
 		b.prune(now)
-		s := h.grant(now, l, r.From, b)
+		s := h.grant(now, it.Key, l, r.From, b)
 		b.grants = append(b.grants, held{seq: r.Seq, share: s, until: now + h.cfg.ttl() + h.cfg.grace()})
 		rep.Grants = append(rep.Grants, Grant{Key: it.Key, Share: s, TTL: h.cfg.ttl()})
 	}
@@ -174,7 +183,7 @@ func (h *Home) check(r Report) error {
 // grant returns the share to grant region from (reporting process b) on a
 // key: its damped target, at least the floor, and never more than the
 // capacity no one else holds.
-func (h *Home) grant(now int64, l *ledger, from string, b *book) Share {
+func (h *Home) grant(now int64, key string, l *ledger, from string, b *book) Share {
 	floor := h.cfg.Floor
 	demand := make([]float64, len(h.cfg.Regions))
 	me := 0
@@ -186,15 +195,31 @@ func (h *Home) grant(now int64, l *ledger, from string, b *book) Share {
 			demand[i] = a.demand // a region silent for a TTL wants nothing
 		}
 	}
+	targets := Targets(demand, floor)
+	if h.bursts != nil {
+		if burst := h.bursts(key); burst > 0 {
+			targets = h.cfg.quantize(targets, demand, h.holdUnits(now, l, burst), burst)
+		}
+	}
 	cur := floor
 	if g, ok := b.newest(now); ok {
 		cur = g.share
 	}
-	next := max(floor, damp(cur, Targets(demand, floor)[me], h.cfg.Damping))
+	next := max(floor, damp(cur, targets[me], h.cfg.Damping))
 	if now < max(h.quiet, l.quiet) {
 		next = floor
 	}
 	return min(next, h.free(now, l, from, b))
+}
+
+// holdUnits reports, per region, whether it holds at least a unit of a
+// burst whose floors hold none (Config.quantize).
+func (h *Home) holdUnits(now int64, l *ledger, burst int64) []bool {
+	out := make([]bool, len(h.cfg.Regions))
+	for i, name := range h.cfg.Regions {
+		out[i] = l.regions[name].reserved(now, h.cfg.Floor) >= h.cfg.Floor+h.cfg.unitStep(burst)
+	}
+	return out
 }
 
 // free is the most that may be granted to reporter b of region from: Whole

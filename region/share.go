@@ -20,12 +20,13 @@ const Whole Share = 1_000_000
 // Fraction returns s as a fraction of the whole limit (1 = all of it).
 func (s Share) Fraction() float64 { return float64(s) / float64(Whole) }
 
-// Limit returns the GCRA limit a region enforces with share s of the global
-// limit g: the interval rounded up and the burst rounded down, so that the
+// Limit returns share s of the global limit g split in proportion: the
+// interval rounded up and the burst rounded down (⌊s·B⌋), so that the
 // limits of shares summing to at most Whole admit together at most g's rate
 // and g's burst. ok is false when s is not positive, exceeds Whole, or its
 // part of the burst rounds down to zero units: such a share admits nothing.
-// g must be a valid limit.
+// g must be a valid limit. Regions enforce Config.Limit, which splits the
+// burst by the unit rule instead, so that small bursts still admit.
 func (s Share) Limit(g gcra.Limit) (lim gcra.Limit, ok bool) {
 	if s <= 0 || s > Whole {
 		return gcra.Limit{}, false

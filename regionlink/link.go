@@ -38,6 +38,11 @@ type Deps struct {
 	// Classify names the limit that built key and says whether its scope
 	// is global (from the current policy). Safe for concurrent use.
 	Classify func(key string) (limit string, global bool)
+	// Burst returns the burst of the global limit that built key (0 if
+	// unknown), from the current policy: as a home, the units of a burst
+	// smaller than the number of regions go to the busiest regions
+	// (region.Home.SetBursts). Optional; safe for concurrent use.
+	Burst func(key string) int64
 	// Group returns the group a key belongs to (policy.GroupOfKey).
 	Group func(key string) (string, bool)
 	// Clock is this process's monotonic clock in nanoseconds, what reports
@@ -123,6 +128,9 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
+	if deps.Burst != nil {
+		home.SetBursts(deps.Burst)
+	}
 	l := &Link{cfg: cfg, deps: deps, logger: logger, member: member, home: home, seed: maphash.MakeSeed(),
 		window: max(1, int((time.Second+cfg.Shares.Interval-1)/cfg.Shares.Interval))}
 	for i := range l.stripes {
@@ -138,7 +146,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 // to a fixed equal part of it (1/len(regions)): a strict key is decided by
 // its region's Redis, where its TAT cannot be rescaled as a share moves,
 // so it takes no part in the rebalancing. ok is false when that part
-// admits nothing (its burst rounds down to zero): deny the request.
+// admits nothing (no unit of the burst by the unit rule, region.Config.Limit:
+// a burst below the number of regions): deny the request.
 func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
 	out = slices.Clone(limits)
 	for i, k := range keys {
@@ -163,18 +172,18 @@ func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limi
 // regions' guaranteed parts sum to at most whole, so a failure policy that
 // falls back to them (limiter.WithFallbackPart, split over the region's
 // nodes) keeps every region together within the limit. ok is false when
-// the part admits nothing (its burst rounds down to zero). Safe for
+// the part admits nothing (it holds no unit, region.Config.Limit). Safe for
 // concurrent use; it takes no lock.
 func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bool) {
 	if strict {
-		return (region.Whole / region.Share(len(l.cfg.Shares.Regions))).Limit(whole)
+		return l.cfg.Shares.Limit(region.Whole/region.Share(len(l.cfg.Shares.Regions)), whole)
 	}
-	return l.cfg.Shares.Floor.Limit(whole)
+	return l.cfg.Shares.Limit(l.cfg.Shares.Floor, whole)
 }
 
 // Enforce returns the limits to decide keys at, now, for a decision of
 // cost on group: limits[i] for a key whose limit is not global, this
-// region's current share of it (region.Share.Limit) for a global one. For
+// region's current share of it (region.Config.Limit) for a global one. For
 // a global key whose enforced limit changed since its TAT was last decided
 // it calls rescale(key, f): the caller must replace the key's TAT t with
 // f(t) (region.Rescale, which keeps the key's level, never resets it). A
@@ -183,7 +192,7 @@ func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bo
 // floor, which never overstates its level whatever limit wrote its TAT.
 //
 // ok is false, and nothing must be decided, when a global key's share
-// admits nothing (its part of the burst rounds down to zero). Call
+// admits nothing (it holds no unit of the burst). Call
 // release once the decision is stored, whatever ok is: until then the
 // group's stripe is held. now is on the cluster's time base, like the TATs;
 // the offered cost counts towards the keys' demand.
@@ -227,18 +236,27 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 			st.keys[k] = ks
 		}
 		ks.limit = names[i]
-		ks.offered += cost
+		ks.offered += cost // demand: what callers ask for, admitted or not
 		ks.used = mono
-		to, valid := shares[i].Limit(limits[i])
+		if ks.epoch != epoch || ks.global != limits[i] {
+			ks.valid = false // enforced no longer says how the TAT was written
+		}
+		// The whole limit is known from the first request on, so a share
+		// that admits nothing still reports its demand and grows from it.
+		ks.global, ks.epoch = limits[i], epoch
+		to, valid := l.cfg.Shares.Limit(shares[i], limits[i])
 		if !valid {
+			// The TAT is left as it was, but the region no longer owns the
+			// rate that refills it: when the key holds a unit again its
+			// bucket starts empty, not refilled over the time it had none.
 			l.metrics.empty.WithLabelValues(names[i]).Inc()
-			ok = false
+			ks.valid, ok = false, false
 			continue
 		}
 		out[i] = to
 		from, fromOK := ks.enforced, ks.valid
-		if ks.epoch != epoch || ks.global != limits[i] || !fromOK {
-			from, fromOK = l.cfg.Shares.Floor.Limit(limits[i])
+		if !fromOK {
+			from, fromOK = l.cfg.Shares.Limit(l.cfg.Shares.Floor, limits[i])
 		}
 		switch {
 		case !fromOK:
@@ -246,7 +264,7 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 		case from != to:
 			rescale(k, func(tat int64) int64 { return region.Rescale(tat, now, from, to) })
 		}
-		ks.global, ks.enforced, ks.valid, ks.epoch = limits[i], to, true, epoch
+		ks.enforced, ks.valid = to, true
 	}
 	return out, ok, st.mu.Unlock
 }

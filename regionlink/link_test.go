@@ -47,7 +47,7 @@ func rounds(t *testing.T, clk *fakeClock, n int, cost int64, offers map[*Link][]
 
 func mustLimit(t *testing.T, s region.Share) gcra.Limit {
 	t.Helper()
-	lim, ok := s.Limit(g)
+	lim, ok := testShares().Limit(s, g)
 	if !ok {
 		t.Fatalf("share %d admits nothing", s)
 	}
@@ -278,8 +278,99 @@ func TestLink_Guaranteed_floorForFastFixedPartForStrict(t *testing.T) {
 	if got, ok := l.Guaranteed(g, true); !ok || got != mustLimit(t, region.Whole/2) {
 		t.Fatalf("strict: %+v %v, want half of the limit", got, ok)
 	}
-	tiny := gcra.Limit{Interval: int64(time.Millisecond), Burst: 5} // a tenth of 5 units rounds to none
-	if _, ok := l.Guaranteed(tiny, false); ok {
-		t.Fatal("a floor whose burst rounds to zero: ok, want none")
+	// A tenth of 5 units rounds to none, but every region's floor can
+	// hold one of them (the unit rule): one unit at a tenth of the rate.
+	small := gcra.Limit{Interval: int64(time.Millisecond), Burst: 5}
+	if got, ok := l.Guaranteed(small, false); !ok || got != (gcra.Limit{Interval: 10 * int64(time.Millisecond), Burst: 1}) {
+		t.Fatalf("floor of burst 5 over 2 regions: %+v %v, want one unit at a tenth of the rate", got, ok)
+	}
+	// A burst of 1 cannot give both regions' floors a unit.
+	if _, ok := l.Guaranteed(gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}, false); ok {
+		t.Fatal("a floor of burst 1 over 2 regions: ok, want none")
+	}
+}
+
+// TestLink_Enforce_emptyShareStillReportsDemandAndGrows: a burst of 1 over
+// two regions gives no floor a unit, so us's first decisions are denied;
+// they still count as demand (before, a share that admitted nothing never
+// reported, and the key stayed at its floor, denied, forever). From that
+// demand the home gives us the unit, and us admits.
+func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
+	n, clk := newNet(), &fakeClock{}
+	k := keyHomedIn(t, "eu", 0)
+	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
+	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
+	one := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}
+	decide := func() (gcra.Limit, bool) {
+		out, ok, release := us.Enforce(1, "grp", []string{k}, []gcra.Limit{one}, 200, 0, tats{}.rescale)
+		release()
+		return out[0], ok
+	}
+	if _, ok := decide(); ok {
+		t.Fatal("at the floor a burst of 1 over two regions admits: want a denial")
+	}
+	for range 20 { // past the home's quiet period (TTL), and a few grants
+		decide()
+		clk.advance(testShares().Interval)
+		us.Round(context.Background())
+		eu.Round(context.Background())
+	}
+	lim, ok := decide()
+	if !ok || lim.Burst != 1 {
+		t.Fatalf("after 2s of demand: %+v ok %v, want the unit", lim, ok)
+	}
+	if d := us.rollDemand(clk.now()); d[k] <= 0 {
+		t.Fatalf("demand %v, want the units offered though denied", d[k])
+	}
+}
+
+// TestLink_Enforce_unitRegainedStartsEmpty: a key whose share held no unit
+// for a while (burst 1 over two regions, us cut off from the home and at
+// its floor) did not own the rate that would refill its bucket meanwhile,
+// so when it holds the unit again its bucket starts empty: a Rescale from
+// the limit it last held would find it rested, one unit more than the
+// regions together may admit.
+func TestLink_Enforce_unitRegainedStartsEmpty(t *testing.T) {
+	n, clk := newNet(), &fakeClock{}
+	k := keyHomedIn(t, "eu", 0)
+	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
+	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
+	one := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}
+	m := tats{}
+	decide := func(now int64) (gcra.Limit, bool) {
+		out, ok, release := us.Enforce(1, "grp", []string{k}, []gcra.Limit{one}, 200, now, m.rescale)
+		release()
+		return out[0], ok
+	}
+	round := func() {
+		clk.advance(testShares().Interval)
+		us.Round(context.Background())
+		eu.Round(context.Background())
+	}
+	for range 20 {
+		decide(0)
+		round()
+	}
+	if _, ok := decide(0); !ok {
+		t.Fatal("us never got the unit")
+	}
+	m[k] = 0 // rested at the share it holds
+	n.cut("eu-1", true)
+	for range 15 { // past the grant's TTL: the floor, no unit
+		decide(0)
+		round()
+	}
+	if _, ok := decide(0); ok {
+		t.Fatal("cut off past its TTL, us still holds the unit")
+	}
+	n.cut("eu-1", false)
+	now := int64(50 * time.Second)
+	for range 20 {
+		decide(now)
+		round()
+	}
+	lim, ok := decide(now)
+	if !ok || m[k] != now+lim.Span() {
+		t.Fatalf("the unit regained: ok %v, TAT %d, want %d (an empty bucket)", ok, m[k], now+lim.Span())
 	}
 }

@@ -34,7 +34,7 @@ func newMetrics(l *Link, reg prometheus.Registerer) (*metrics, error) {
 		}),
 		empty: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_region_share_empty_total",
-			Help: "Decisions denied because a global key's regional share admits nothing (its part of the burst rounds down to zero units), by limit.",
+			Help: "Decisions denied because a global key's regional share admits nothing (it holds no whole unit of the burst, which happens only for a burst below the number of regions), by limit.",
 		}, []string{"limit"}),
 		share: prometheus.NewDesc("weir_region_share",
 			"Sum of the shares (fractions of the global limit) this node enforces on its global keys that hold a grant, by limit and region. Sum over the region's nodes for the region's total.",

@@ -142,7 +142,8 @@ func (n *node) openPolicy(ctx context.Context, cfg config, reg prometheus.Regist
 		n.logger.Info("using the built-in example policy; pass --policy FILE for your own", "version", p.Version, "limits", len(p.Limits))
 		return policy.Static(p), nil
 	}
-	w, err := policy.NewWatcher(policy.WatcherConfig{Path: cfg.PolicyPath, Debounce: 100 * time.Millisecond}, n.logger, reg)
+	w, err := policy.NewWatcher(policy.WatcherConfig{Path: cfg.PolicyPath, Debounce: 100 * time.Millisecond,
+		Check: cfg.regions.policyCheck(cfg.Region, cfg.NodeName)}, n.logger, reg)
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,26 @@ func (r regions) linkConfig(own, node string) (regionlink.Config, bool, error) {
 	return cfg, true, nil
 }
 
+// policyCheck is the policy.WatcherConfig.Check of a node sharing global
+// limits: a policy with a global limit that admits nothing under the
+// region flags is refused (at start, and on reload, when the previous one
+// keeps serving), one that admits only in some regions at a time is
+// accepted with a warning (policy.Policy.RegionWarnings). Nil without
+// regions, or with region flags linkConfig refuses (it says why).
+func (r regions) policyCheck(own, node string) func(*policy.Policy) ([]string, error) {
+	lcfg, on, err := r.linkConfig(own, node)
+	if err != nil || !on {
+		return nil
+	}
+	return func(p *policy.Policy) ([]string, error) {
+		w, err := p.RegionWarnings(lcfg.Shares)
+		if err != nil {
+			return nil, fmt.Errorf("with --region-peers (%d regions) and --region-floor %v: %w", len(lcfg.Shares.Regions), r.RegionFloor, err)
+		}
+		return w, nil
+	}
+}
+
 // openRegions builds the region link when --region-peers is set; the
 // cluster it routes reports through is bound later (bindRegions).
 func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg prometheus.Registerer) error {
@@ -96,7 +116,7 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -114,6 +134,17 @@ func classifyGlobal(policies limiter.PolicySource) func(key string) (string, boo
 			return "", false
 		}
 		return l.Name, l.Scope == policy.ScopeGlobal
+	}
+}
+
+// globalBurst is regionlink.Deps.Burst over policies' current policy: the
+// burst of the limit that built a key (0 when no limit did).
+func globalBurst(policies limiter.PolicySource) func(key string) int64 {
+	return func(key string) int64 {
+		if l := policies.Current().LimitOfKey(key); l != nil {
+			return l.Burst
+		}
+		return 0
 	}
 }
 

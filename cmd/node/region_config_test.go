@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
 )
 
@@ -54,5 +55,33 @@ func TestParseConfig_badRegionFlagsFailStartup(t *testing.T) {
 	}
 	if _, err := parseConfig(nil, envMap("WEIR_REGION_FLOOR", "lots"), io.Discard); err == nil || !strings.Contains(err.Error(), "WEIR_REGION_FLOOR") {
 		t.Errorf("bad WEIR_REGION_FLOOR: %v", err)
+	}
+}
+
+// TestRegions_policyCheck_underTheRegionFlags: with three regions at the
+// default floor, a strict global limit of burst 2 is refused with the
+// flags and the limit named, a fast one passes with a warning; without
+// regions nothing is checked.
+func TestRegions_policyCheck_underTheRegionFlags(t *testing.T) {
+	c, err := parseConfig([]string{"--region", "eu", "--region-peers", "us=u:1,ap=a:1"}, envMap(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := c.regions.policyCheck(c.Region, c.NodeName)
+	parse := func(consistency string) *policy.Policy {
+		p, err := policy.Parse("p.yaml", []byte("version: v1\nlimits:\n  - {name: glob, match: [tenant], rate: 100/s, burst: 2, scope: global, consistency: "+consistency+"}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if _, err := check(parse("strict")); err == nil || !strings.Contains(err.Error(), "--region-peers (3 regions)") || !strings.Contains(err.Error(), `limit "glob"`) {
+		t.Fatalf("strict burst 2 over 3 regions: %v; want a refusal naming the flags and the limit", err)
+	}
+	if w, err := check(parse("fast")); err != nil || len(w) != 1 {
+		t.Fatalf("fast burst 2 over 3 regions: %q %v; want one warning", w, err)
+	}
+	if (regions{}).policyCheck("eu", "n") != nil {
+		t.Fatal("no regions: a check, want none")
 	}
 }

@@ -4,14 +4,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/region"
 )
 
-const policyUsage = `Usage: weir policy check [--nodes N] FILE
+const policyUsage = `Usage: weir policy check [--nodes N] [--regions N [--region-floor F]] FILE
        weir policy import-envoy CONFIG.yaml... > policy.yaml
 
 Validates the policy file FILE as a node would load it. Prints its version
@@ -20,7 +22,13 @@ and a warning line for every limit that fails open (admits without bound
 during such a fault); exits 0. Prints the problem and exits 1 if the file
 is invalid. With leases, it also warns about every limit marked lease: that
 is too small to lease in a cluster of N nodes (default 3): such a limit is
-decided at its owner, without leases.
+decided at its owner, without leases. With --regions N (the number of
+regions sharing its scope: global limits, as the nodes' --region-peers
+plus their own; --region-floor as theirs, default 0.02), it exits 1 for a
+global limit that can admit nothing in those regions (a strict one whose
+burst is below N) and warns about one whose burst is below N, which admits
+in at most that many regions at a time and not at all in a region cut off
+from the key's home (docs/regions.md, "Small bursts").
 
 import-envoy converts envoyproxy/ratelimit configuration files into a weir
 policy (see "weir policy import-envoy -h").
@@ -41,8 +49,15 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("weir policy check", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	nodes := fs.Int("nodes", 3, "cluster size the lease checks assume")
+	regions := fs.Int("regions", 0, "regions sharing global limits (0: no region checks)")
+	floor := fs.Float64("region-floor", region.DefaultConfig().Floor.Fraction(), "the nodes' --region-floor")
 	if err := fs.Parse(args[1:]); err != nil || *nodes < 1 {
 		fmt.Fprintf(stderr, "weir policy check: --nodes wants a cluster size of at least 1 (%v)\n\n%s", err, policyUsage)
+		return exitError
+	}
+	rcfg, err := regionConfig(*regions, *floor)
+	if err != nil {
+		fmt.Fprintf(stderr, "weir policy check: %v\n\n%s", err, policyUsage)
 		return exitError
 	}
 	if fs.NArg() != 1 {
@@ -50,15 +65,37 @@ func runPolicy(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	p, err := policy.LoadFile(fs.Arg(0))
+	var regionWarnings []string
+	if err == nil && rcfg != nil {
+		regionWarnings, err = p.RegionWarnings(*rcfg)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "weir policy check: %v\n", err)
 		return exitNo
 	}
 	io.WriteString(stdout, formatPolicy(p))
-	for _, w := range p.LeaseWarnings(*nodes) {
+	for _, w := range append(p.LeaseWarnings(*nodes), regionWarnings...) {
 		fmt.Fprintf(stdout, "warning: %s\n", w)
 	}
 	return exitOK
+}
+
+// regionConfig is the region settings of --regions and --region-floor,
+// nil for no regions.
+func regionConfig(n int, floor float64) (*region.Config, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	if n < 0 || math.IsNaN(floor) || floor < 0 || floor*float64(n) > 1 {
+		return nil, fmt.Errorf("--regions %d --region-floor %v: want at least 1 region and a floor of at least 0 and at most 1/%d", n, floor, max(n, 1))
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("r%d", i+1)
+	}
+	cfg := region.DefaultConfig(names...)
+	cfg.Floor = region.Share(math.Floor(floor * float64(region.Whole)))
+	return &cfg, nil
 }
 
 func isHelp(arg string) bool {

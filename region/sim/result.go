@@ -33,6 +33,15 @@ type Result struct {
 	MaxInUse, MaxInFlight, MaxReserved region.Share
 	// Samples are the shares and demands every 100ms, for plots.
 	Samples []Sample
+	prefix  []int64 // units admitted by all regions in steps [0, k)
+}
+
+// AdmittedIn returns the units all regions admitted together from from
+// (inclusive) to to (exclusive), at the simulator's 1ms resolution.
+func (r Result) AdmittedIn(from, to time.Duration) int64 {
+	i := min(max(0, int(from.Nanoseconds()/step)), len(r.prefix)-1)
+	j := min(max(i, int(to.Nanoseconds()/step)), len(r.prefix)-1)
+	return r.prefix[j] - r.prefix[i]
 }
 
 // Sample is the state of every region (in Trace.Config.Regions order) at
@@ -129,4 +138,5 @@ func (w *world) finish() {
 	r.Overshoot = s.overshoot()
 	r.Converged, r.Convergence = s.conved, s.conv
 	r.Samples = s.samples
+	r.prefix = s.prefix
 }

@@ -37,6 +37,7 @@ type site struct {
 	tat    int64
 	lim    gcra.Limit
 	limOK  bool
+	share  region.Share // the share lim was computed from (-1: none yet)
 	acc    float64 // fractional arrivals carried to the next step
 	window int64   // units offered since the last report
 	recent []int64 // units offered in each of the last reports' intervals
@@ -48,8 +49,13 @@ func (s *site) clock(t int64) int64 { return s.offset + t + int64(math.Round(flo
 
 // enforce moves the site to the share it must enforce at local time now,
 // keeping its bucket level (region.Rescale).
-func (s *site) enforce(now int64, global gcra.Limit) {
-	lim, ok := s.member.Share(Key, now).Limit(global)
+func (s *site) enforce(now int64, cfg region.Config, global gcra.Limit) {
+	share := s.member.Share(Key, now)
+	if share == s.share {
+		return // the same share of the same limit: nothing to recompute
+	}
+	s.share = share
+	lim, ok := cfg.Limit(share, global)
 	switch {
 	case ok == s.limOK && lim == s.lim:
 		return
@@ -61,19 +67,21 @@ func (s *site) enforce(now int64, global gcra.Limit) {
 	s.lim, s.limOK = lim, ok
 }
 
-// admit offers units at local time now and returns how many passed.
+// admit offers units arriving evenly over the step that starts at local
+// time now and returns how many passed: a limit faster than one unit per
+// step (10,000/s is ten per ms) is decided at its arrivals' own times, not
+// all at once.
 func (s *site) admit(now, units int64) int64 {
 	var n int64
-	for range units {
+	for j := range units {
 		if !s.limOK {
 			break
 		}
-		res, _ := gcra.Decide(s.tat, now, s.lim, 1)
-		if !res.Allowed {
-			break
+		res, _ := gcra.Decide(s.tat, now+j*step/units, s.lim, 1)
+		if res.Allowed {
+			s.tat = res.TAT
+			n++
 		}
-		s.tat = res.TAT
-		n++
 	}
 	return n
 }
@@ -143,7 +151,7 @@ func newWorld(tr Trace) (*world, error) {
 	n := int64(len(tr.Config.Regions))
 	for i, name := range tr.Config.Regions {
 		// Every clock starts at its own offset, 7.8s from the previous one.
-		s := &site{name: name, drift: tr.Drift[name], offset: int64(i) * int64(7_777_777*time.Microsecond),
+		s := &site{name: name, drift: tr.Drift[name], share: -1, offset: int64(i) * int64(7_777_777*time.Microsecond),
 			next: w.intvl * int64(i+1) / n}
 		var err error
 		if s.member, err = region.NewMember(tr.Config, name, name+"#1", 0); err != nil {
@@ -152,6 +160,7 @@ func newWorld(tr Trace) (*world, error) {
 		if s.home, err = region.NewHome(tr.Config, name, s.clock(0)); err != nil {
 			return nil, err
 		}
+		s.home.SetBursts(func(string) int64 { return tr.Global.Burst })
 		w.index[name] = i
 		w.sites = append(w.sites, s)
 	}
@@ -179,7 +188,7 @@ func (w *world) tick(t int64) error {
 	offered := make([]float64, len(w.sites))
 	for i, s := range w.sites {
 		now := s.clock(t)
-		s.enforce(now, w.tr.Global)
+		s.enforce(now, w.tr.Config, w.tr.Global)
 		d := w.tr.Demand(s.name, time.Duration(t))
 		offered[i] = d
 		s.acc += d * float64(step) / perSecond
