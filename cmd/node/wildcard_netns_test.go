@@ -109,8 +109,8 @@ func TestCluster_netns_wildcardBindAdvertisesReachableAddresses(t *testing.T) {
 		checkTopology(t, n, nodes)
 	}
 	for _, n := range nodes {
-		for g := range 30 {
-			body := fmt.Sprintf(`{"descriptors":{"tenant":"t%d","user":"u"}}`, g)
+		for g := range 30 { // 30 groups, one key per node in each: never denied
+			body := fmt.Sprintf(`{"descriptors":{"tenant":"t%d","user":%q}}`, g, n.host.Name())
 			resp, err := http.Post(n.url("/v1/decide"), "application/json", strings.NewReader(body))
 			if err != nil {
 				t.Fatal(err)
@@ -126,7 +126,12 @@ func TestCluster_netns_wildcardBindAdvertisesReachableAddresses(t *testing.T) {
 		ok := n.metric("weir_forwards_total", `result="ok"`)
 		notOwner := n.metric("weir_forwards_total", `result="not_owner"`)
 		changing := n.metric("weir_fallback_decisions_total", `reason="ownership_changing"`)
-		t.Logf("%s: forwards ok %v, not_owner %v, ownership_changing fallbacks %v", n.host.Name(), ok, notOwner, changing)
+		// A forward without a caller deadline waits the owner's observed
+		// round trip (at least 20 ms): on a loaded machine the first one,
+		// which also dials, may miss it and fall back (owner_unreachable,
+		// by design; docs/architecture.md, "Slow is not dead").
+		slow := n.metric("weir_forwards_total", `result="timeout"`)
+		t.Logf("%s: forwards ok %v, timeout %v, not_owner %v, ownership_changing fallbacks %v", n.host.Name(), ok, slow, notOwner, changing)
 		if ok <= 0 || notOwner != 0 || changing != 0 {
 			t.Errorf("%s: forwards ok %v (want > 0), not_owner %v and ownership_changing fallbacks %v (want 0)", n.host.Name(), ok, notOwner, changing)
 		}
