@@ -256,10 +256,14 @@ func runRegionPhases(t *testing.T, nodes []*proc, cells []regionCell) {
 				o, u, s := loads[ci][ri].window(from, from+w)
 				offered, units, slowest = offered+o, units+u, max(slowest, s)
 			}
+			// The requests sent in the window were decided within the
+			// slowest answer of it: their decisions span a window of the
+			// nodes' of between W − slowest and W + slowest. So at most
+			// G·(W + slowest) + B, and at least 0.9 × (G·(W − slowest) + B),
+			// or of what was asked if a loaded machine kept the loaders
+			// from asking that much.
 			bound := c.rate*(w+slowest).Seconds() + float64(c.burst)
-			// 0.9 × (G·W + B), or of what was asked if a loaded machine
-			// kept the loaders from asking that much.
-			floor := 0.9 * min(float64(offered), c.rate*w.Seconds()+float64(c.burst))
+			floor := 0.9 * min(float64(offered), c.rate*(w-slowest).Seconds()+float64(c.burst))
 			t.Logf("%s %s (%g/s burst %d): admitted %d of %d units offered in %s (slowest answer %s), bound G·W + B = %.0f: %.3f",
 				phase, c.name, c.rate, c.burst, units, offered, w, slowest.Round(time.Millisecond), bound, float64(units)/(c.rate*w.Seconds()+float64(c.burst)))
 			if float64(units) > bound {
