@@ -90,9 +90,10 @@ func TestRun_defaultSettingsMatrix(t *testing.T) {
 		t.Run(c.String(), func(t *testing.T) {
 			t.Parallel()
 			w := c.window()
-			if (raceEnabled || testing.Short()) && w > 20*time.Second {
-				// up to 2,000s of simulated time; the race detector adds
-				// nothing to a single-threaded simulation
+			if (raceEnabled || testing.Short()) && w > 11*time.Second {
+				// rates under 100/s and 100/s burst 100 (up to 2,000s of
+				// simulated time); the race detector adds nothing to a
+				// single-threaded simulation
 				t.Skip("long run: skipped with -short and -race")
 			}
 			from := 10*time.Second + settle

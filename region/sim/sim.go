@@ -38,10 +38,10 @@ type site struct {
 	lim    gcra.Limit
 	limOK  bool
 	share  region.Share // the share lim was computed from (-1: none yet)
-	acc    float64 // fractional arrivals carried to the next step
-	window int64   // units offered since the last report
-	recent []int64 // units offered in each of the last reports' intervals
-	next   int64   // next report, real time
+	acc    float64      // fractional arrivals carried to the next step
+	window int64        // units offered since the last report
+	recent []int64      // units offered in each of the last reports' intervals
+	next   int64        // next report, real time
 }
 
 // clock is the site's local time at real time t (ns).
