@@ -96,3 +96,40 @@ func TestStartCluster_ok(t *testing.T) {
 		t.Errorf("get = %q", got)
 	}
 }
+
+func TestStartClusterWithReplicas_failoverKillAndMigrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start takes seconds")
+	}
+	cl := redistest.StartClusterWithReplicas(t, 3)
+	if n := len(cl.Addrs()); n != 6 {
+		t.Fatalf("%d addrs, want 6", n)
+	}
+	cc := cl.ClusterClient()
+	ctx := t.Context()
+	const key = "{x}k"
+	slot := int(cc.ClusterKeySlot(ctx, key).Val())
+	if err := cc.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	first := cl.MasterOfSlot(slot)
+	demoted, promoted := cl.Failover(slot)
+	if demoted != first || promoted == first {
+		t.Fatalf("failover: demoted %s promoted %s, first master %s", demoted.Addr(), promoted.Addr(), first.Addr())
+	}
+	if got := cl.MasterOfSlot(slot); got != promoted {
+		t.Fatalf("slot served by %s after failover, want %s", got.Addr(), promoted.Addr())
+	}
+	to := cl.OtherMaster(promoted)
+	cl.MigrateSlot(slot, to, 10, nil)
+	if got := cl.MasterOfSlot(slot); got != to {
+		t.Fatalf("slot served by %s after migration, want %s", got.Addr(), to.Addr())
+	}
+	killed, next := cl.KillMaster(slot)
+	if killed != to || next == to {
+		t.Fatalf("kill: killed %s promoted %s, want %s killed", killed.Addr(), next.Addr(), to.Addr())
+	}
+	if got := cc.Get(ctx, key).Val(); got != "v" {
+		t.Errorf("get after failover, migration and kill = %q, want v", got)
+	}
+}
