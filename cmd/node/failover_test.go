@@ -172,7 +172,6 @@ type summary struct {
 	excess                             int
 }
 
-//
 // Windows are judged from the key's first denial on, when it is saturated
 // and before any fault: in Redis mode a key's very first burst admits one
 // unit more than B + W/T now and then, with no failover at all (seen on a
