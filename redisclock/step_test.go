@@ -56,7 +56,7 @@ func TestClock_Sync_timeBaseStepDetected(t *testing.T) {
 		t.Fatalf("drift counted as a step: forward %g backward %g", f, b)
 	}
 	clk.Set(3_000 * ms)
-	held := c.Now() // 3004ms on the old base
+	held := c.Now()           // 3004ms on the old base
 	sync(3_000*ms, 0, -26*ms) // the new master's clock is 30ms behind
 	if got := steps(t, reg, "backward"); got != 1 {
 		t.Fatalf("backward steps = %g, want 1", got)
