@@ -170,6 +170,9 @@ type summary struct {
 	calls, admitted, fallbacks, errors int
 	worst                              time.Duration
 	excess                             int
+	// fallbackSpan is from the first fallback's send to the last one's
+	// answer: how long the key was not decided by its store.
+	fallbackSpan time.Duration
 }
 
 // Windows are judged from the key's first denial on, when it is saturated
@@ -180,18 +183,24 @@ type summary struct {
 func summarize(ops []op, T time.Duration, B int, slack time.Duration) summary {
 	from := slices.IndexFunc(ops, func(o op) bool { return o.err == nil && !o.allowed })
 	s := summary{calls: len(ops), excess: windowExcess(ops[max(from, 0):], T, B, slack)}
+	var first, last time.Time
 	for _, o := range ops {
 		switch {
 		case o.err != nil:
 			s.errors++
 		case o.fallback:
 			s.fallbacks++
+			if first.IsZero() {
+				first = o.sent
+			}
+			last = o.recv
 		}
 		if o.allowed {
 			s.admitted++
 		}
 		s.worst = max(s.worst, o.recv.Sub(o.sent))
 	}
+	s.fallbackSpan = last.Sub(first)
 	return s
 }
 
