@@ -19,7 +19,9 @@ const (
 	// unreachable without a refusal).
 	ClassTimeout = "timeout"
 	// ClassUnreachable: the connection was refused, reset or closed: the
-	// server is down or restarting.
+	// server is down or restarting. (go-redis retries a refused dial until
+	// the deadline and then reports only the deadline, so a server that
+	// is down often reads as ClassTimeout.)
 	ClassUnreachable = "unreachable"
 	// ClassRedirect: MOVED or ASK left over after go-redis's redirects (a
 	// slot moving, or a client map far behind).
@@ -45,6 +47,8 @@ func Classify(err error) string {
 	switch {
 	case err == nil:
 		return ClassNone
+	case unreachable(err):
+		return ClassUnreachable
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
 		return ClassTimeout
 	case redis.IsReadOnlyError(err):
@@ -66,12 +70,18 @@ func Classify(err error) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return ClassTimeout
 	}
-	var op *net.OpError
-	if errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, redis.ErrClosed) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, redis.ErrClosed) {
 		return ClassUnreachable
 	}
 	return ClassOther
+}
+
+// unreachable reports a refused or reset connection, checked before
+// timeouts: go-redis retries a refused dial until the deadline and then
+// reports both.
+func unreachable(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH)
 }
 
 // topologySuspect reports whether err hints that the Cluster's slot map
