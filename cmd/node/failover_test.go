@@ -354,6 +354,7 @@ func TestNode_redisClusterFailover_boundsAndDeadlines(t *testing.T) {
 			if int(dstrict) != ss.fallbacks {
 				t.Errorf("strict: metric counted %g fallbacks, responses flagged %d", dstrict, ss.fallbacks)
 			}
+			checkPersisted(t, n, cl, "weir:{"+users[i]+"}:fast:"+users[i], fo)
 			if !f.lossy {
 				lostTerm = 0
 			}
@@ -372,6 +373,39 @@ func writePolicy(t *testing.T, body string) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// checkPersisted waits until the node's write-behind queue is empty and
+// checks that the TAT stored for the fast key (on whichever master serves
+// it now) reflects the last admission the client saw: the buffered TATs
+// reached the new master.
+func checkPersisted(t *testing.T, n *node, cl *redistest.Cluster, key string, ops []op) {
+	t.Helper()
+	waitFor(t, 10*time.Second, func() bool {
+		v, err := sumMetric(n, "weir_writebehind_pending", "")
+		return err == nil && v == 0
+	})
+	var last time.Time
+	for _, o := range ops {
+		if o.allowed {
+			last = o.sent
+		}
+	}
+	// Asked of the slot's master itself: a go-redis ClusterClient that
+	// has not seen a MOVED still maps the slot to the dead master.
+	raw, err := cl.MasterOfSlot(int(redisbackend.KeySlot(key))).Client().Get(t.Context(), key).Result()
+	if err != nil {
+		t.Fatalf("stored TAT of %s: %v", key, err)
+	}
+	us, err := strconv.ParseInt(strings.SplitN(raw, ".", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatalf("stored TAT %q: %v", raw, err)
+	}
+	// A TAT is at least the time of the admission that set it (plus T); a
+	// second of slack covers the node's offset to the Redis clock.
+	if stored := time.UnixMicro(us); stored.Before(last.Add(-time.Second)) {
+		t.Errorf("stored TAT of %s is %s, before the last admission at %s: buffered TATs did not reach Redis", key, stored, last)
+	}
 }
 
 // sameSlotTags returns n hash tags whose keys live in slot.
