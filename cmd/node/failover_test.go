@@ -36,9 +36,14 @@ limits:
 const (
 	failoverT     = 10 * time.Millisecond // 1/100s
 	failoverBurst = 20
-	// failoverDeadline is each call's deadline: the node's default Redis
-	// timeout (50ms) with room for a loaded 2-core machine under -race.
-	failoverDeadline = 500 * time.Millisecond
+	// failoverDeadline is each call's deadline. The node answers within
+	// its Redis timeout (50ms by default) plus its own work; the latency
+	// itself is judged as the Redis outage test judges it
+	// (checkOutageLatency: median within the timeout plus 500ms, slowest
+	// within the timeout plus 2s, which a loaded 2-core machine under
+	// -race needs), so the deadline only has to catch a call that waits
+	// for Redis itself (go-redis's 3s reads, 5s dials) or never returns.
+	failoverDeadline = 2100 * time.Millisecond
 	// lagWindow is how far before the kill the test counts strict
 	// admissions as possibly lost with the master (acknowledged but not yet
 	// replicated). On loopback the replication lag is far below it.
@@ -110,6 +115,15 @@ func (l *keyLoad) count() (all, decided int) {
 	return len(l.ops), decided
 }
 
+// latencies lists how long each call took.
+func latencies(ops []op) []time.Duration {
+	out := make([]time.Duration, len(ops))
+	for i, o := range ops {
+		out[i] = o.recv.Sub(o.sent)
+	}
+	return out
+}
+
 // admittedBetween counts admitted calls answered within [from, to].
 func admittedBetween(l *keyLoad, from, to time.Time) int {
 	l.mu.Lock()
@@ -168,7 +182,7 @@ func windowExcess(ops []op, T time.Duration, B int, slack time.Duration) int {
 // summary is the figures of one key's run.
 type summary struct {
 	calls, admitted, fallbacks, errors int
-	worst                              time.Duration
+	p99, worst                         time.Duration
 	excess                             int
 	// fallbackSpan is from the first fallback's send to the last one's
 	// answer: how long the key was not decided by its store.
@@ -201,6 +215,10 @@ func summarize(ops []op, T time.Duration, B int, slack time.Duration) summary {
 		s.worst = max(s.worst, o.recv.Sub(o.sent))
 	}
 	s.fallbackSpan = last.Sub(first)
+	if lat := latencies(ops); len(lat) > 0 {
+		slices.Sort(lat)
+		s.p99 = lat[len(lat)*99/100]
+	}
 	return s
 }
 
@@ -327,7 +345,10 @@ func TestNode_redisClusterFailover_boundsAndDeadlines(t *testing.T) {
 			fb0fast, fb0strict := fallbackCount(t, n, "fast"), fallbackCount(t, n, "strict")
 			spread := offsetSpread(n)
 			fast, strict := hammer(c, 2, fastKV...), hammer(c, 2, strictKV...)
-			waitFor(t, 10*time.Second, func() bool { _, d := strict.count(); return d >= 50 })
+			// On a loaded machine the default 50ms Redis timeout is overrun now
+			// and then, and the node's Redis breaker opens for a second: wait
+			// for Redis to decide, however long that takes.
+			waitFor(t, 30*time.Second, func() bool { _, d := strict.count(); return d >= 50 })
 			start := time.Now()
 			at := f.inject(t)
 			injected := time.Since(start)
@@ -336,7 +357,7 @@ func TestNode_redisClusterFailover_boundsAndDeadlines(t *testing.T) {
 			lostTerm := admittedBetween(strict, at.Add(-lagWindow), at.Add(lagWindow))
 			// Traffic goes on until the strict key is decided by Redis again.
 			_, d0 := strict.count()
-			waitFor(t, 20*time.Second, func() bool { _, d := strict.count(); return d >= d0+50 })
+			waitFor(t, 30*time.Second, func() bool { _, d := strict.count(); return d >= d0+50 })
 			fo, so := fast.finish(), strict.finish()
 			// Strict keys are decided on the Redis server's own TIME: no slack.
 			slack := spread()
@@ -348,6 +369,8 @@ func TestNode_redisClusterFailover_boundsAndDeadlines(t *testing.T) {
 					t.Errorf("%s: %d calls failed (deadline %s)", name, s.errors, failoverDeadline)
 				}
 			}
+			checkOutageLatency(t, latencies(fo), 50*time.Millisecond)
+			checkOutageLatency(t, latencies(so), 50*time.Millisecond)
 			if fs.excess > 0 || fs.fallbacks > 0 || dfast > 0 {
 				t.Errorf("fast key: excess %d over B + W/T, %d fallbacks (metric %g); want 0 and 0", fs.excess, fs.fallbacks, dfast)
 			}
