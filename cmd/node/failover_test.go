@@ -414,6 +414,14 @@ func checkPersisted(t *testing.T, n *node, cl *redistest.Cluster, key string, op
 			last = o.sent
 		}
 	}
+	// Only a saturated key's TAT is sure to be in Redis: an owner skips
+	// writing a key left within PersistSlack of rested, and a TAT in the
+	// past deletes its key. On a loaded machine the workers may not keep
+	// the key saturated; then there is nothing to check.
+	if tail := ops[max(len(ops)-2*failoverBurst, 0):]; !slices.ContainsFunc(tail, func(o op) bool { return o.err == nil && !o.allowed }) {
+		t.Logf("%s not saturated at the end of the run: its stored TAT is not checked", key)
+		return
+	}
 	// Asked of the slot's master itself: a go-redis ClusterClient that
 	// has not seen a MOVED still maps the slot to the dead master.
 	raw, err := cl.MasterOfSlot(int(redisbackend.KeySlot(key))).Client().Get(t.Context(), key).Result()
