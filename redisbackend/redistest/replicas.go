@@ -194,12 +194,32 @@ func (c *Cluster) Failover(slot int) (demoted, promoted *Server) {
 	c.t.Helper()
 	demoted = c.MasterOfSlot(slot)
 	promoted = c.ReplicaOf(demoted)
-	if err := promoted.Client().Do(c.t.Context(), "cluster", "failover").Err(); err != nil {
-		c.t.Fatalf("redistest: cluster failover on %s: %v", promoted.Addr(), err)
-	}
+	// A manual failover gives up by itself when the replica cannot catch
+	// up in time (a loaded machine), leaving the roles as they were; ask
+	// again until the replica reports itself master.
+	c.waitFor("cluster failover to "+promoted.Addr(), func() error {
+		if isMaster(c.t, promoted) {
+			return nil
+		}
+		if err := promoted.Client().Do(c.t.Context(), "cluster", "failover").Err(); err != nil {
+			return fmt.Errorf("cluster failover on %s: %w", promoted.Addr(), err)
+		}
+		deadline := time.Now().Add(failoverAttempt)
+		for time.Now().Before(deadline) {
+			if isMaster(c.t, promoted) {
+				return nil
+			}
+			<-time.After(pollInterval)
+		}
+		return fmt.Errorf("%s still a replica %s after CLUSTER FAILOVER", promoted.Addr(), failoverAttempt)
+	})
 	c.waitSlotServedBy(slot, promoted)
 	return demoted, promoted
 }
+
+// failoverAttempt is how long one CLUSTER FAILOVER is given before it is
+// asked again.
+const failoverAttempt = 5 * time.Second
 
 // waitSlotServedBy waits until every live node names want as slot's
 // master and reports cluster_state:ok.
