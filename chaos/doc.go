@@ -11,6 +11,9 @@
 // (chaos/report).
 //
 // A scenario is one fault: healthy traffic, the fault, the heal, recovery.
+// RedisFailoverSuite runs the nodes against a Redis Cluster of three
+// masters with a replica each instead of one redis-server, and kills the
+// master of the hot tenant's slot (rediscluster.go).
 // HotKeySuite reproduces issue 10's hot-key runs (one key, 12 closed-loop
 // workers, idle / CPU hogs / hogs and stalls) with their own policy.
 // Each scenario gets a fresh cluster, so no scenario inherits another's

@@ -118,7 +118,7 @@ func TestFullSuite_scenarios(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"cpu-starve", "slow-owner", "stalls", "redis-slow", "flapping-partition",
-		"scale-down-up", "hotkey-idle", "hotkey-hogs", "hotkey-stalls"} {
+		"scale-down-up", "hotkey-idle", "hotkey-hogs", "hotkey-stalls", "redis-failover"} {
 		if !seen[name] {
 			t.Errorf("full suite lacks %s", name)
 		}

@@ -35,6 +35,9 @@ type Scenario struct {
 	// each its own cluster with its own redis-server, sharing global
 	// limits (region.go).
 	Regions int
+	// RedisCluster runs a Redis Cluster of three masters with a replica
+	// each instead of one redis-server (rediscluster.go).
+	RedisCluster bool
 	// Workload, when not nil, replaces the options' policy, classes and
 	// victim group for this scenario.
 	Workload *Workload
@@ -77,7 +80,9 @@ func ShortSuite() []Scenario {
 	}
 }
 
-// FullSuite runs every nemesis, then the hot-key runs (HotKeySuite).
+// FullSuite runs every nemesis, then the hot-key runs (HotKeySuite), the
+// region cut (RegionSuite) and the Redis Cluster failover
+// (RedisFailoverSuite).
 func FullSuite() []Scenario {
 	var out []Scenario
 	for _, n := range Nemeses() {
@@ -90,7 +95,8 @@ func FullSuite() []Scenario {
 		}
 		out = append(out, s)
 	}
-	return append(append(out, HotKeySuite()...), RegionSuite()...)
+	out = append(append(out, HotKeySuite()...), RegionSuite()...)
+	return append(out, RedisFailoverSuite()...)
 }
 
 // GraySuite is the slow-not-dead scenarios: CPU starvation, a throttled
@@ -99,7 +105,7 @@ func FullSuite() []Scenario {
 func GraySuite() []Scenario {
 	var out []Scenario
 	for _, s := range FullSuite() {
-		if !slices.ContainsFunc(classicNemeses(), func(n Nemesis) bool { return n.Name == s.Name() }) && s.Regions == 0 {
+		if !slices.ContainsFunc(classicNemeses(), func(n Nemesis) bool { return n.Name == s.Name() }) && s.Regions == 0 && !s.RedisCluster {
 			out = append(out, s)
 		}
 	}
@@ -135,7 +141,8 @@ type Options struct {
 	// Log receives progress lines (default: discarded).
 	Log io.Writer
 
-	regions int // Scenario.Regions
+	regions      int  // Scenario.Regions
+	redisCluster bool // Scenario.RedisCluster
 }
 
 func (o *Options) defaults() error {
@@ -272,6 +279,7 @@ func (s Scenario) options(opts Options) Options {
 		opts.Nodes = s.Nodes
 	}
 	opts.regions = s.Regions
+	opts.redisCluster = s.RedisCluster
 	if w := s.Workload; w != nil {
 		opts.Policy, opts.Classes = w.Policy, w.Classes
 		if w.VictimGroup != "" {

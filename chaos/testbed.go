@@ -80,7 +80,8 @@ type testbed struct {
 	events   *history.Writer
 	logf     func(format string, args ...any)
 	faultSeq int
-	regions  *regionBed // nil: one region (region.go)
+	regions  *regionBed       // nil: one region (region.go)
+	cluster  *redisClusterBed // nil: one redis-server (rediscluster.go)
 	// leases sums the nodes' lease counters, read with their member
 	// counts (watchMembers) and at the end (recordLeases).
 	leases leaseTally
@@ -118,7 +119,12 @@ func newTestbed(ctx context.Context, dir string, opts Options, events *history.W
 	if tb.client, err = lab.AddHost("client"); err != nil {
 		return nil, err
 	}
-	if err := tb.startRedis(ctx); err != nil {
+	if opts.redisCluster {
+		err = tb.startRedisCluster(ctx)
+	} else {
+		err = tb.startRedis(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := tb.splitRegions(ctx, opts.regions); err != nil {
@@ -211,9 +217,9 @@ func (tb *testbed) startNode(n *Node) error {
 		"--join", strings.Join(join, ","),
 		// The testbed's namespaces are an isolated network of its own.
 		"--insecure-peer", "--insecure-gossip",
-		"--redis-addr", tb.redisAddrOf(n),
 		"--policy", tb.policy,
 		"--shutdown-timeout", "5s"}
+	args = append(args, tb.redisArgs(n)...)
 	cmd := n.Host.Command(tb.nodeBin, append(args, tb.regionArgs(n)...)...)
 	p, err := n.Host.Start(cmd, filepath.Join(tb.dir, n.Name+".log"))
 	if err != nil {

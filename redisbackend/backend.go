@@ -116,6 +116,7 @@ func (b *Backend) Decide(ctx context.Context, keys []string, limits []gcra.Limit
 	defer cancel()
 	reply, err := b.script.Run(ctx, b.client, keys, args...).Int64Slice()
 	if err != nil {
+		b.noteError(err)
 		return Decision{}, fmt.Errorf("redisbackend: decide %q: %w", keys[0], err)
 	}
 	return parseReply(reply, len(keys))

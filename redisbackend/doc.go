@@ -42,6 +42,16 @@
 //	}
 //	if !d.Overall.Allowed { ... d.Overall.RetryAfter ... }
 //
+// Failover (Redis Cluster with replicas): go-redis follows MOVED and ASK
+// at once and retries READONLY, CLUSTERDOWN, TRYAGAIN and LOADING with
+// backoff, all inside the call's deadline (Config.Timeout or the caller's,
+// whichever is sooner), so no call outlives it. It reloads its slot map by
+// itself only on MOVED, ASK and READONLY or once a minute, which a killed
+// master never triggers; so after every failure that hints at a changed
+// topology a Backend asks a *redis.ClusterClient to reload its map in the
+// background ([Classify] names the failure classes). See
+// docs/operations.md, "Redis failover: what it costs".
+//
 // Caller's duties:
 //
 //   - Build the go-redis client with ContextTimeoutEnabled: true (New

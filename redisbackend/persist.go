@@ -42,6 +42,7 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 		cmds[i] = pipe.MGet(ctx, args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
+		b.noteError(err)
 		return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
 	}
 	tats := make([]int64, len(keys))
@@ -127,6 +128,7 @@ func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	cmds, err := b.runStore(ctx, tats, false)
+	b.noteError(err)
 	var retry []TAT
 	for i, c := range cmds {
 		switch {
@@ -144,6 +146,7 @@ func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	}
 	// The server lost its script cache; those writes did not run.
 	if _, err := b.runStore(ctx, retry, true); err != nil {
+		b.noteError(err)
 		return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
 	}
 	return nil
@@ -194,6 +197,7 @@ func (b *Backend) Time(ctx context.Context) (int64, error) {
 	defer cancel()
 	t, err := b.client.Time(ctx).Result()
 	if err != nil {
+		b.noteError(err)
 		return 0, fmt.Errorf("redisbackend: time: %w", err)
 	}
 	return t.UnixNano(), nil

@@ -57,6 +57,7 @@ func (b *Backend) DecidePipelined(ctx context.Context, reqs []DecideRequest) ([]
 		}
 		err = rerr
 	}
+	b.noteError(err)
 	var transport error
 	for j, i := range send {
 		d, derr := replyDecision(cmds[j], len(reqs[i].Keys))

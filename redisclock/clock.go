@@ -49,6 +49,7 @@ type Clock struct {
 
 	mu      sync.Mutex // serialises Sync
 	failing bool       // guarded by mu; the last Sync failed
+	lastRTT int64      // guarded by mu; the rtt of the sample that set the offset
 }
 
 // New returns a Clock following src, with local as the node's clock
@@ -140,6 +141,10 @@ func (c *Clock) Sync(ctx context.Context) error {
 		}
 		return err
 	}
+	if c.synced.Load() {
+		c.noteStepLocked(best)
+	}
+	c.lastRTT = best.rtt
 	c.offset.Store(best.offset)
 	first := !c.synced.Swap(true)
 	c.m.offset.Set(time.Duration(best.offset).Seconds())
@@ -149,6 +154,26 @@ func (c *Clock) Sync(ctx context.Context) error {
 		c.logger.Info("redis clock synced", "offset", c.Offset(), "rtt", time.Duration(best.rtt))
 	}
 	return nil
+}
+
+// noteStepLocked logs and counts a resync that moves the offset by more
+// than StepThreshold beyond what the two samples' errors explain. The
+// caller holds mu and adopts the new offset after.
+func (c *Clock) noteStepLocked(s sample) {
+	step := s.offset - c.offset.Load()
+	noise := (c.lastRTT + s.rtt) / 2
+	if max(step, -step) <= c.cfg.StepThreshold.Nanoseconds()+noise {
+		return
+	}
+	dir, effect := "forward", "every key is credited the step once (at most step/T units, never above its burst)"
+	if step < 0 {
+		dir, effect = "backward", "Now holds still until the new time catches up: keys refill nothing meanwhile, none is credited"
+	}
+	c.m.steps.WithLabelValues(dir).Inc()
+	c.m.lastStep.Set(time.Duration(step).Seconds())
+	c.logger.Warn("redis time base changed (a failover to a server with another clock, or its clock was set); keep the Redis hosts' clocks in sync with NTP",
+		"step", time.Duration(step), "direction", dir, "effect", effect,
+		"old_offset", c.Offset(), "new_offset", time.Duration(s.offset), "rtt", time.Duration(s.rtt))
 }
 
 // sample is one TIME measurement, in nanoseconds.

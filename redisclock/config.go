@@ -21,11 +21,19 @@ type Config struct {
 	// other; the one with the lowest round trip sets the offset. Default 3;
 	// must be at least 1.
 	Samples int
+	// StepThreshold is how far one resync may move the offset, beyond
+	// its two samples' error (half of each round trip), before it counts
+	// as a change of time base rather than drift: a failover to a server
+	// whose clock differs, or the server's clock being set. A step is
+	// logged and counted (weir_redis_clock_steps_total) and then adopted;
+	// see the package doc for what each direction costs. Default 5ms
+	// (NTP keeps hosts well within 1ms); must be positive.
+	StepThreshold time.Duration
 }
 
 // DefaultConfig returns the recommended configuration.
 func DefaultConfig() Config {
-	return Config{Interval: time.Second, Timeout: 50 * time.Millisecond, Samples: 3}
+	return Config{Interval: time.Second, Timeout: 50 * time.Millisecond, Samples: 3, StepThreshold: 5 * time.Millisecond}
 }
 
 // Validate reports whether c can be used. It changes nothing.
@@ -37,6 +45,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redisclock: timeout %s must be positive", c.Timeout)
 	case c.Samples < 1:
 		return fmt.Errorf("redisclock: samples %d must be at least 1", c.Samples)
+	case c.StepThreshold <= 0:
+		return fmt.Errorf("redisclock: step threshold %s must be positive", c.StepThreshold)
 	}
 	return nil
 }

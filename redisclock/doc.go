@@ -23,6 +23,16 @@
 // [ClientSource] always asks the master serving the slot of [PinKey]: every
 // node, and every resync, reads the same server clock.
 //
+// A failover of the pinned slot makes the promoted replica's clock the time
+// base. A resync that moves the offset by more than Config.StepThreshold
+// beyond its samples' error is such a change (or the server's clock was
+// set): it is logged and counted (weir_redis_clock_steps_total by
+// direction) and adopted. Forward, every key is credited the step once (at
+// most step/T units, never past its burst), as strict keys are by the new
+// master's own TIME; backward, Now stands still until the new base catches
+// up, crediting nothing. [ClientSource] asks a Cluster client to reload its
+// slot map when TIME fails, so the clock follows the promoted master.
+//
 // Usage:
 //
 //	src, _ := redisclock.NewClientSource(rdb) // a *redis.Client or *redis.ClusterClient

@@ -10,6 +10,8 @@ type metrics struct {
 	offset     prometheus.Gauge
 	rtt        prometheus.Gauge
 	syncErrors prometheus.Counter
+	steps      *prometheus.CounterVec // by direction: forward, backward
+	lastStep   prometheus.Gauge
 }
 
 // newMetrics builds the Clock's metrics and registers them on reg (nil:
@@ -28,11 +30,21 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "weir_redis_clock_sync_errors_total",
 			Help: "Resamples in which no TIME command succeeded; the last offset was kept.",
 		}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "weir_redis_clock_steps_total",
+			Help: "Resyncs that moved the offset by more than the step threshold plus their samples' error: the time base changed (a failover to a server with another clock, or the server's clock was set), by direction.",
+		}, []string{"direction"}),
+		lastStep: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "weir_redis_clock_last_step_seconds",
+			Help: "Size of the last time-base step (new offset minus old; negative: the new base is behind).",
+		}),
 	}
+	m.steps.WithLabelValues("forward") // both show from the start, at 0
+	m.steps.WithLabelValues("backward")
 	if reg == nil {
 		return m, nil
 	}
-	cs := []prometheus.Collector{m.offset, m.rtt, m.syncErrors}
+	cs := []prometheus.Collector{m.offset, m.rtt, m.syncErrors, m.steps, m.lastStep}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {

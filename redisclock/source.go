@@ -43,13 +43,26 @@ func (s *ClientSource) Time(ctx context.Context) (int64, error) {
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		m, err := cc.MasterForKey(ctx, PinKey)
 		if err != nil {
+			s.reloadOnFailure()
 			return 0, fmt.Errorf("redisclock: time: the master of %q: %w", PinKey, err)
 		}
 		server = m
 	}
 	t, err := server.Time(ctx).Result()
 	if err != nil {
+		s.reloadOnFailure()
 		return 0, fmt.Errorf("redisclock: time: %w", err)
 	}
 	return t.UnixNano(), nil
+}
+
+// reloadOnFailure asks a Cluster client to reload its slot map after a
+// failed TIME: go-redis reloads it by itself only on MOVED, ASK and
+// READONLY or once a minute, and a dead pinned master answers none of
+// those, so the clock would keep asking it. The reload is asynchronous
+// and coalesced by go-redis.
+func (s *ClientSource) reloadOnFailure() {
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(context.Background())
+	}
 }

@@ -14,8 +14,9 @@ import (
 // clusterTimeout bounds building the cluster and waiting for it to settle.
 const clusterTimeout = 60 * time.Second
 
-// Cluster is a Redis Cluster of masters only, each a [Server], owned by a
-// test and torn down by t.Cleanup.
+// Cluster is a Redis Cluster, masters only ([StartCluster]) or each master
+// with a replica ([StartClusterWithReplicas]), each node a [Server], owned
+// by a test and torn down by t.Cleanup.
 type Cluster struct {
 	t     testing.TB
 	nodes []*Server
@@ -33,11 +34,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	if masters < 3 {
 		t.Fatalf("redistest: a Redis Cluster needs at least 3 masters, got %d", masters)
 	}
-	cli, err := exec.LookPath("redis-cli")
-	if err != nil {
-		t.Fatalf("redistest: redis-cli not found on PATH (%v); it builds the test cluster. "+
-			"Install it with: sudo apt-get update && sudo apt-get install -y redis-server (or redis-tools)", err)
-	}
+	cli := redisCLI(t)
 	c := &Cluster{t: t}
 	t.Cleanup(c.cleanup)
 	for range masters {
@@ -56,14 +53,14 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 }
 
 // startClusterNode starts one cluster-enabled server, retrying on ports lost
-// to a race.
-func startClusterNode(t testing.TB) *Server {
+// to a race. extra args come after the defaults, so they override them.
+func startClusterNode(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := &Server{t: t, dir: t.TempDir(), args: []string{
+	s := &Server{t: t, dir: t.TempDir(), args: append([]string{
 		"--cluster-enabled", "yes",
 		"--cluster-config-file", "nodes.conf",
 		"--cluster-node-timeout", "5000",
-	}}
+	}, extra...)}
 	t.Cleanup(s.cleanup)
 	var lastErr error
 	for range portAttempts {
@@ -106,7 +103,9 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// Node returns the i-th master, for pausing or stopping it.
+// Node returns the i-th node, for pausing or stopping it: the i-th master
+// of a cluster from [StartCluster]; any of the masters and replicas of one
+// from [StartClusterWithReplicas].
 func (c *Cluster) Node(i int) *Server { return c.nodes[i] }
 
 // ClusterClient returns a go-redis cluster client, created on first use and

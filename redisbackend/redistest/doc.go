@@ -1,5 +1,8 @@
 // Package redistest runs real redis-server processes for tests: a single
-// server with [Start] and a masters-only Redis Cluster with [StartCluster].
+// server with [Start], a masters-only Redis Cluster with [StartCluster], and
+// a Cluster whose masters each have a replica with
+// [StartClusterWithReplicas], which can kill a master ([Cluster.KillMaster]),
+// fail one over ([Cluster.Failover]) and move a slot ([Cluster.MigrateSlot]).
 //
 // Every server listens on a free loopback port chosen at start (never a fixed
 // port), keeps no data on disk (no RDB, no AOF) and lives in the test's

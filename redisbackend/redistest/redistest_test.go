@@ -96,3 +96,47 @@ func TestStartCluster_ok(t *testing.T) {
 		t.Errorf("get = %q", got)
 	}
 }
+
+func TestStartClusterWithReplicas_failoverKillAndMigrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster start takes seconds")
+	}
+	cl := redistest.StartClusterWithReplicas(t, 3)
+	if n := len(cl.Addrs()); n != 6 {
+		t.Fatalf("%d addrs, want 6", n)
+	}
+	cc := cl.ClusterClient()
+	ctx := t.Context()
+	const key = "{x}k"
+	slot := int(cc.ClusterKeySlot(ctx, key).Val())
+	if err := cc.Set(ctx, key, "v", 0).Err(); err != nil {
+		t.Fatalf("set: %v", err)
+	}
+	first := cl.MasterOfSlot(slot)
+	demoted, promoted := cl.Failover(slot)
+	if demoted != first || promoted == first {
+		t.Fatalf("failover: demoted %s promoted %s, first master %s", demoted.Addr(), promoted.Addr(), first.Addr())
+	}
+	if got := cl.MasterOfSlot(slot); got != promoted {
+		t.Fatalf("slot served by %s after failover, want %s", got.Addr(), promoted.Addr())
+	}
+	to := cl.OtherMaster(promoted)
+	cl.MigrateSlot(slot, to, 10, nil)
+	if got := cl.MasterOfSlot(slot); got != to {
+		t.Fatalf("slot served by %s after migration, want %s", got.Addr(), to.Addr())
+	}
+	// The migrated key reaches to's replica asynchronously: make sure it
+	// has, or the kill may lose it (which is what a crash does).
+	if n, err := to.Client().Do(ctx, "wait", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("wait for the replica: %d, %v", n, err)
+	}
+	killed, next := cl.KillMaster(slot)
+	if killed != to || next == to {
+		t.Fatalf("kill: killed %s promoted %s, want %s killed", killed.Addr(), next.Addr(), to.Addr())
+	}
+	// Asked of the new master itself: cc still maps the slot to the dead
+	// one until something makes it reload.
+	if got, err := next.Client().Get(ctx, key).Result(); got != "v" {
+		t.Errorf("get after failover, migration and kill = %q (%v), want v", got, err)
+	}
+}
