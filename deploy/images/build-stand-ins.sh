@@ -124,12 +124,24 @@ fill_run() {
     --env HOME=/home/nonroot --user 65532:65532 --workingdir /home/nonroot
 }
 
+# The official image runs its command through docker-entrypoint.sh and
+# turns protected mode off (Redis refuses clients from other containers
+# otherwise when no password is set); the stand-in does the same.
 fill_redis() {
   local root=$1
+  shell_into "$root" >&2
   copy_with_libs "$root" "$(command -v redis-server)" /usr/local/bin/redis-server
   install -d "$root/data"
+  cat >"$root/usr/local/bin/docker-entrypoint.sh" <<'EOF'
+#!/bin/sh
+set -e
+case "$1" in -*) set -- redis-server "$@" ;; esac
+if [ "$1" = redis-server ]; then shift; set -- redis-server "$@" --protected-mode no; fi
+exec "$@"
+EOF
+  chmod 0755 "$root/usr/local/bin/docker-entrypoint.sh"
   printf '%s\n' --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-    --workingdir /data --port 6379 --cmd '["redis-server"]'
+    --workingdir /data --port 6379 --entrypoint '["docker-entrypoint.sh"]' --cmd '["redis-server"]'
 }
 
 fill_prometheus() {
