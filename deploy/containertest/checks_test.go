@@ -88,7 +88,12 @@ func (c *cluster) testHotKey(t *testing.T) {
 	t.Logf("hot key: %d allowed, %d denied, %d errors, %d fallbacks in %s (bound %d)",
 		allowed.Load(), denied.Load(), errs.Load(), fallbacks.Load(), elapsed.Round(time.Millisecond), bound)
 	if errs.Load() > 0 || fallbacks.Load() > 0 {
-		t.Errorf("%d decisions failed, %d fell back (per-user fails open), the first %v", errs.Load(), fallbacks.Load(), firstFallback.Load())
+		var results []string
+		for _, r := range []string{"ok", "not_owner", "error", "timeout", "queue_full"} {
+			results = append(results, fmt.Sprintf("%s=%g", r, c.sum(t, "weir_forwards_total", `result="`+r+`"`)))
+		}
+		t.Errorf("%d decisions failed, %d fell back (per-user fails open), the first %v; weir_forwards_total since start: %s",
+			errs.Load(), fallbacks.Load(), firstFallback.Load(), strings.Join(results, " "))
 	}
 	if allowed.Load() > bound || denied.Load() == 0 {
 		t.Errorf("hot key through three nodes: %d admitted, %d denied in %s; want at most B + W/T = %d admitted and some denied",

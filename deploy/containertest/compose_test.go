@@ -156,6 +156,7 @@ func TestCompose_cluster(t *testing.T) {
 	}
 	t.Run("forwards_to_owners", c.testForwards)
 	t.Run("hot_key_bound", c.testHotKey)
+	t.Run("envoy_rls", c.testEnvoy)
 	t.Run("dashboard_queries", c.testDashboard)
 	t.Run("sigterm_handoff", c.testSIGTERM)
 	t.Run("down_leaves_nothing", c.testDown)
