@@ -6,7 +6,7 @@ PROTO_GEN_GO_VERSION   ?= v1.36.12
 PROTO_GEN_GRPC_VERSION ?= v1.6.0
 TESTFLAGS ?= -race -count=1 -timeout 20m
 
-.PHONY: all build test test-short vet fmt proto tools check-deps bench chaos chaos-hotkey
+.PHONY: all build test test-short test-deploy vet fmt proto tools check-deps bench chaos chaos-hotkey
 
 all: build
 
@@ -22,6 +22,13 @@ test: check-deps vet
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v '/chaos$$')
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 	$(GO) test $(TESTFLAGS) ./chaos/
+
+# test-deploy runs deploy/ under a real container engine (root, podman,
+# buildah, podman-compose; see deploy/containertest): stand-in base images,
+# the node image from deploy/Dockerfile, the compose cluster, Prometheus and
+# every dashboard query. Not part of `make test`; .ci/run runs it after.
+test-deploy:
+	WEIR_TEST_DEPLOY=1 $(GO) test -count=1 -timeout 40m -v ./deploy/containertest/
 
 test-short:
 	$(GO) test -short -count=1 ./...
