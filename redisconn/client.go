@@ -4,13 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -87,7 +86,7 @@ func (c *Client) options() (*redis.UniversalOptions, error) {
 			}
 			c.tls = s
 		}
-		o.Dialer = c.dialTLS
+		o.TLSConfig = c.tlsConfig()
 	}
 	return o, nil
 }
@@ -142,30 +141,43 @@ func readSecret(path string) (string, error) {
 	return string(b), nil
 }
 
-// dialTLS dials addr and completes a TLS handshake with the material
-// loaded now, so new connections follow rotated files.
-func (c *Client) dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: max(c.cfg.Timeout, MinDialTimeout), KeepAlive: 5 * time.Minute}
-	raw, err := d.DialContext(ctx, network, addr)
+// tlsConfig is the TLS configuration of every connection. It reads the
+// Store on every handshake: the client certificate through
+// GetClientCertificate, the CA bundle in VerifyConnection (crypto/tls
+// would fix RootCAs when the config is built), so that connections made
+// after a rotation use the new files.
+func (c *Client) tlsConfig() *tls.Config {
+	name := c.cfg.TLS.ServerName
+	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: name}
+	if c.tls == nil {
+		return conf // the system roots, fixed: there are no files to follow
+	}
+	conf.GetClientCertificate = c.tls.ClientConfig(name).GetClientCertificate
+	// Verification is done in VerifyConnection, against the bundle of the
+	// moment; crypto/tls's own would use a bundle fixed here.
+	conf.InsecureSkipVerify = true
+	conf.VerifyConnection = func(cs tls.ConnectionState) error {
+		return verifyServer(cs, c.tls.ClientConfig(name).RootCAs)
+	}
+	return conf
+}
+
+// verifyServer checks the server's chain against roots (the system roots
+// when nil) and its name against the name dialled or configured, as
+// crypto/tls does.
+func verifyServer(cs tls.ConnectionState, roots *x509.CertPool) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("redisconn: the server presented no certificate")
+	}
+	inter := x509.NewCertPool()
+	for _, ic := range cs.PeerCertificates[1:] {
+		inter.AddCert(ic)
+	}
+	_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{DNSName: cs.ServerName, Roots: roots, Intermediates: inter})
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("redisconn: server certificate: %w", err)
 	}
-	conf := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: c.cfg.TLS.ServerName}
-	if c.tls != nil {
-		conf = c.tls.ClientConfig(c.cfg.TLS.ServerName)
-	}
-	if conf.ServerName == "" {
-		host, _, _ := net.SplitHostPort(addr)
-		conf.ServerName = host
-	}
-	conn := tls.Client(raw, conf)
-	hctx, cancel := context.WithTimeout(ctx, max(c.cfg.Timeout, MinDialTimeout))
-	defer cancel()
-	if err := conn.HandshakeContext(hctx); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("tls handshake with %s: %w", addr, err)
-	}
-	return conn, nil
+	return nil
 }
 
 // Redis is the go-redis client: a *redis.Client for Single and Sentinel

@@ -28,8 +28,8 @@ func TestStartSentinel_failsOverWhenTheMasterStops(t *testing.T) {
 }
 
 func TestWithACL_restrictedDefaultUserStillAnswersPing(t *testing.T) {
-	// Covered end to end by cmd/node's Redis connection tests; here only
-	// that the plaintext readiness port works with a restricted default user.
+	// The plaintext readiness port works with a restricted default user,
+	// and that user can do nothing else.
 	srv := redistest.Start(t, redistest.WithACL("default on nopass -@all +ping", "admin on >pw ~* &* +@all"))
 	if err := srv.Client().Ping(t.Context()).Err(); err != nil {
 		t.Fatal(err)
