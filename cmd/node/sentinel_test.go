@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/redisbackend/redistest"
+)
+
+// loadStats are what one load goroutine saw for its key.
+type loadStats struct {
+	mu sync.Mutex
+	c  loadCounts
+}
+
+type loadCounts struct {
+	calls, allowed, errors int
+	fallbacks              int
+	firstFB, lastFB        time.Time // the first and last fallback answer
+	lastRedis              time.Time // the last answer decided without fallback
+	worst                  time.Duration
+	firstErr               error
+	slow                   []time.Time // when calls over slowCall started
+}
+
+// slowCall is a latency worth reporting: four times the Redis timeout.
+const slowCall = 200 * time.Millisecond
+
+// runLoad decides kv every interval with a client deadline until ctx ends.
+func runLoad(ctx context.Context, c weirv1.RateLimiterClient, every, deadline time.Duration, st *loadStats, kv ...string) {
+	d := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		d[kv[i]] = kv[i+1]
+	}
+	tick := time.NewTicker(every) // paces the load; nothing waits on it
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), deadline)
+		start := time.Now()
+		r, err := c.Decide(cctx, &weirv1.DecideRequest{Descriptors: d})
+		took := time.Since(start)
+		cancel()
+		st.mu.Lock()
+		st.c.add(start, took, r, err)
+		st.mu.Unlock()
+	}
+}
+
+func (st *loadCounts) add(start time.Time, took time.Duration, r *weirv1.DecideResponse, err error) {
+	{
+		st.calls++
+		st.worst = max(st.worst, took)
+		if took > slowCall {
+			st.slow = append(st.slow, start)
+		}
+		switch {
+		case err != nil:
+			st.errors++
+			if st.firstErr == nil {
+				st.firstErr = err
+			}
+		case r.Fallback != nil:
+			st.fallbacks++
+			if st.firstFB.IsZero() {
+				st.firstFB = start
+			}
+			st.lastFB = start
+		default:
+			st.lastRedis = start
+		}
+		if err == nil && r.Allowed {
+			st.allowed++
+		}
+	}
+}
+
+func (s *loadStats) snapshot() loadCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c
+}
+
+// TestNode_redisSentinel_followsNewMasterUnderLoad runs a master, a replica
+// and three sentinels (with their own password), a node with the default
+// --redis-timeout on --redis-sentinel, and a fast and a strict key under
+// load. It kills the master and checks that the node follows the promoted
+// replica, that every decision is answered within its deadline, and the
+// per-key bounds: exact for the fast key (its owner decides in memory), and
+// for the strict key the limit plus its fallback allowance over the time
+// decisions fell back plus what the replication lag can lose.
+func TestNode_redisSentinel_followsNewMasterUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs Sentinel and a failover")
+	}
+	const sentinelPW = "sentinel-s3cret"
+	g := redistest.StartSentinel(t, redistest.SentinelOptions{Password: sentinelPW})
+	var logs syncBuffer
+	// --freeze-limit: a node that thinks itself frozen (a loaded machine
+	// can deschedule it past the 1s default) reloads its fast keys from
+	// Redis; this test is about failover, not freezes.
+	n, c := startNodeLogged(t, &logs, "--redis-sentinel", g.Name()+"@"+strings.Join(g.Addrs(), ","),
+		"--redis-sentinel-password-file", writeSecret(t, "spw", sentinelPW), "--freeze-limit", "1m")
+	waitFor(t, 10*time.Second, func() bool {
+		return decide(t, c, 1, "tenant", "t1", "api", "warm").Fallback == nil
+	})
+	decide(t, c, 1, "tenant", "t1", "user", "hot") // the owner loads the fast key
+
+	const (
+		every    = 2 * time.Millisecond   // 500/s offered per key, ten times the limit
+		// The callers' deadline: far above the 50ms Redis timeout a
+		// decision is bounded by, below go-redis's own defaults (3s reads,
+		// 5s dials), which is what waiting on a dead master looks like.
+		deadline = 500 * time.Millisecond
+		rate     = 50.0                   // both limits, per second (connPolicy)
+		burst    = 10
+		fbRate   = 10.0 // the strict limit's fallback_rate, per second
+		fbBurst  = 5
+	)
+	fbBefore := metricValue(t, n.httpAddr(), "weir_fallback_decisions_total")
+	ctx, stop := context.WithCancel(context.Background())
+	var fast, strict loadStats
+	var wg sync.WaitGroup
+	wg.Go(func() { runLoad(ctx, c, every, deadline, &fast, "tenant", "t1", "user", "hot") })
+	wg.Go(func() { runLoad(ctx, c, every, deadline, &strict, "tenant", "t1", "api", "hot") })
+	began := time.Now()
+	defer func() { stop(); wg.Wait() }()
+
+	waitFor(t, 10*time.Second, func() bool { return strict.snapshot().calls > 200 })
+	old := g.Master().Addr()
+	killed := time.Now()
+	g.Master().Stop()
+	promoted := g.WaitFailover(old, 60*time.Second)
+	failedOver := time.Now()
+	// The node follows: strict decisions are answered by Redis again.
+	waitFor(t, 30*time.Second, func() bool { return strict.snapshot().lastRedis.After(failedOver) })
+	followed := time.Now()
+	waitFor(t, 10*time.Second, func() bool {
+		return strict.snapshot().calls > fast.snapshot().calls/2 && time.Since(followed) > time.Second
+	})
+	stop()
+	wg.Wait()
+	// The strict key's TAT is on the promoted server: the node writes there.
+	if n, err := g.Server(promoted).Client().Exists(context.Background(), "weir:{hot}:strict:t1:hot").Result(); err != nil || n != 1 {
+		t.Errorf("the strict key is not on the promoted master %s: %d, %v", promoted, n, err)
+	}
+	window := time.Since(began).Seconds()
+	fs, ss := fast.snapshot(), strict.snapshot()
+	fbAfter := metricValue(t, n.httpAddr(), "weir_fallback_decisions_total")
+
+	fbWindow := 0.0
+	if ss.fallbacks > 0 {
+		fbWindow = ss.lastFB.Sub(ss.firstFB).Seconds()
+	}
+	t.Logf("master %s killed; sentinels promoted %s after %s; node decided strict keys in Redis again %s after the kill",
+		old, promoted, failedOver.Sub(killed).Round(time.Millisecond), followed.Sub(killed).Round(time.Millisecond))
+	t.Logf("fast key: %d calls, %d allowed, %d fallbacks, %d errors, worst %s (deadline %s)", fs.calls, fs.allowed, fs.fallbacks, fs.errors, fs.worst, deadline)
+	t.Logf("strict key: %d calls, %d allowed, %d fallbacks over %.2fs, %d errors, worst %s", ss.calls, ss.allowed, ss.fallbacks, fbWindow, ss.errors, ss.worst)
+	for _, at := range ss.slow {
+		t.Logf("strict call over %s at kill%+.3fs", slowCall, at.Sub(killed).Seconds())
+	}
+	for _, at := range fs.slow {
+		t.Logf("fast call over %s at kill%+.3fs", slowCall, at.Sub(killed).Seconds())
+	}
+	t.Logf("weir_fallback_decisions_total: +%.0f; window %.2fs", fbAfter-fbBefore, window)
+
+	for name, s := range map[string]loadCounts{"fast": fs, "strict": ss} {
+		if s.errors > 0 {
+			t.Errorf("%s key: %d of %d decisions not answered within the %s deadline (first: %v)", name, s.errors, s.calls, deadline, s.firstErr)
+		}
+	}
+	// Fast: the owner decides in memory throughout; exact GCRA bound
+	// (plus the warm-up admission).
+	if limit := burst + rate*window + 1; float64(fs.allowed) > limit || fs.fallbacks > 0 {
+		t.Errorf("fast key: %d allowed (bound %.0f), %d fallbacks (want 0)", fs.allowed, limit, fs.fallbacks)
+	}
+	// Strict: Redis's own GCRA over the window, the local fallback
+	// allowance while it fell back, and the writes the promoted replica may
+	// not have had: at most a burst and a second of the limit (replication
+	// lag on loopback is far below a second).
+	limit := burst + rate*window + fbBurst + fbRate*fbWindow + burst + rate*1
+	if float64(ss.allowed) > limit {
+		t.Errorf("strict key: %d allowed, bound %.0f", ss.allowed, limit)
+	}
+	if ss.fallbacks == 0 || fbAfter-fbBefore < float64(ss.fallbacks) {
+		t.Errorf("strict key: %d fallbacks seen, metric +%.0f: the failover was not noticed", ss.fallbacks, fbAfter-fbBefore)
+	}
+	t.Logf("strict excess over burst+rate*window: %.1f (failover term allowed %.1f)", float64(ss.allowed)-(burst+rate*window), fbBurst+fbRate*fbWindow+burst+rate)
+	if strings.Contains(logs.String(), sentinelPW) {
+		t.Fatal("the sentinel password is in the log")
+	}
+}
