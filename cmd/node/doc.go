@@ -14,8 +14,13 @@
 //	--grpc-addr      gRPC listen address (127.0.0.1:8081)
 //	--http-addr      HTTP listen address (127.0.0.1:8080)
 //	--policy         policy YAML file, hot-reloaded on change and on SIGHUP
-//	--redis-addr     a single Redis (host:port): every decision runs the Lua script there
-//	--redis-cluster  comma-separated Redis Cluster seeds, instead of --redis-addr
+//	--redis-addr     a single Redis (host:port): owners persist TATs there, strict limits run the Lua script there
+//	--redis-url      a single Redis as redis[s]://[user[:password]@]host[:port][/db][?client_name=&protocol=]
+//	--redis-cluster  comma-separated Redis Cluster seeds (host:port or URLs)
+//	--redis-sentinel MASTER@host:port,...: the master the sentinels name (one of these four)
+//	--redis-username, --redis-password-file          ACL user and password (the file re-read on SIGHUP)
+//	--redis-sentinel-password-file                   the sentinels' own password
+//	--redis-tls-ca, --redis-tls-cert, --redis-tls-key, --redis-tls-server-name   TLS (and mTLS) to Redis
 //	--redis-timeout  ceiling on one Redis call (50ms)
 //	--log-format     text or json
 //	--log-level      debug, info, warn or error
@@ -27,9 +32,10 @@
 //	--tls-cert, --tls-key, --tls-client-ca            TLS (and mTLS) on the public gRPC and HTTP listeners
 //	--insecure-peer, --insecure-gossip                allow plaintext peer and admin / unencrypted gossip off loopback (isolated test networks only)
 //
-// docs/security.md explains who can reach which port and how to set up and
-// rotate certificates and gossip keys. SIGHUP reloads the policy and the
-// gossip key file; certificates are reloaded when their files change.
+// docs/operations.md ("Connecting to Redis") explains the Redis forms and
+// the ACL line weir needs. docs/security.md explains who can reach which port and how to set up and
+// rotate certificates and gossip keys. SIGHUP reloads the policy, the
+// gossip key file and the Redis password file; certificates are reloaded when their files change.
 //
 // SIGTERM and SIGINT stop the node gracefully: health turns NOT_SERVING,
 // in-flight calls finish (up to --shutdown-timeout), then the node exits.

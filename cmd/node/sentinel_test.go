@@ -115,12 +115,12 @@ func TestNode_redisSentinel_followsNewMasterUnderLoad(t *testing.T) {
 	decide(t, c, 1, "tenant", "t1", "user", "hot") // the owner loads the fast key
 
 	const (
-		every    = 2 * time.Millisecond   // 500/s offered per key, ten times the limit
+		every = 2 * time.Millisecond // 500/s offered per key, ten times the limit
 		// The callers' deadline: far above the 50ms Redis timeout a
 		// decision is bounded by, below go-redis's own defaults (3s reads,
 		// 5s dials), which is what waiting on a dead master looks like.
 		deadline = 500 * time.Millisecond
-		rate     = 50.0                   // both limits, per second (connPolicy)
+		rate     = 50.0 // both limits, per second (connPolicy)
 		burst    = 10
 		fbRate   = 10.0 // the strict limit's fallback_rate, per second
 		fbBurst  = 5
