@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +41,7 @@ func New(cfg Config, logger *slog.Logger) (*Client, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Addrs = slices.Clone(cfg.Addrs) // the caller's stays theirs
 	c := &Client{cfg: cfg, logger: logger}
 	if err := c.loadPassword(); err != nil {
 		return nil, err
@@ -56,7 +58,7 @@ func New(cfg Config, logger *slog.Logger) (*Client, error) {
 func (c *Client) options() (*redis.UniversalOptions, error) {
 	cfg := c.cfg
 	o := &redis.UniversalOptions{
-		Addrs:                 cfg.Addrs,
+		Addrs:                 slices.Clone(cfg.Addrs), // go-redis reorders sentinels in place
 		IsClusterMode:         cfg.Mode == Cluster,
 		MasterName:            cfg.MasterName,
 		DB:                    cfg.DB,
