@@ -148,14 +148,16 @@ func TestNode_redisSentinel_followsNewMasterUnderLoad(t *testing.T) {
 	})
 	stop()
 	wg.Wait()
-	// The strict key's TAT is on the promoted server: the node writes there.
-	if n, err := g.Server(promoted).Client().Exists(context.Background(), "weir:{hot}:strict:t1:hot").Result(); err != nil || n != 1 {
-		t.Errorf("the strict key is not on the promoted master %s: %d, %v", promoted, n, err)
-	}
 	window := time.Since(began).Seconds()
 	fs, ss := fast.snapshot(), strict.snapshot()
 	fbAfter := metricValue(t, n.httpAddr(), "weir_fallback_decisions_total")
 
+	// The node writes to the promoted server: a strict decision on a fresh
+	// key, decided in Redis, leaves its TAT there.
+	waitFor(t, 10*time.Second, func() bool { return decide(t, c, 1, "tenant", "t1", "api", "after").Fallback == nil })
+	if n, err := g.Server(promoted).Client().Exists(context.Background(), "weir:{after}:strict:t1:after").Result(); err != nil || n != 1 {
+		t.Errorf("a strict decision decided in Redis left no key on the promoted master %s: %d, %v", promoted, n, err)
+	}
 	fbWindow := 0.0
 	if ss.fallbacks > 0 {
 		fbWindow = ss.lastFB.Sub(ss.firstFB).Seconds()
