@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/redisbackend/redistest"
 	"github.com/weirhq/weir/redisconn"
+	"github.com/weirhq/weir/tlsfiles"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
 
@@ -150,3 +151,34 @@ func TestClient_TLS_verifiesTheServer(t *testing.T) {
 		}
 	}
 }
+
+// TestClient_Run_followsRotatedCA replaces the server's certificate and
+// the CA file with ones from a new CA: connections fail until Run has
+// reloaded the CA file, then succeed, with no new client.
+func TestClient_Run_followsRotatedCA(t *testing.T) {
+	srv, _, caFile := tlsServer(t, false)
+	cfg := redisconn.DefaultConfig()
+	cfg.Mode, cfg.Addrs, cfg.Timeout = redisconn.Single, []string{srv.TLSAddr}, time.Second
+	cfg.TLS = redisconn.TLS{Enabled: true, CAFile: caFile}
+	c := newClient(t, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	if err := ping(c); err != nil {
+		t.Fatal(err)
+	}
+	// The same file names, a new CA (tlsServer's files are redis.*).
+	tlstest.NewCA(t, "rotated-ca").WriteFiles(t, filepath.Dir(caFile), "redis", "redis", "redis.test", "127.0.0.1")
+	srv.Restart() // serves the new certificate; the client's pooled connection is gone
+	deadline := time.Now().Add(3 * tlsfilesPoll)
+	for ping(c) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection within %s of the CA rotation", 3*tlsfilesPoll)
+		}
+		time.Sleep(50 * time.Millisecond) // polling a condition, not waiting for an outcome
+	}
+}
+
+// tlsfilesPoll is how often the client's TLS files are polled.
+const tlsfilesPoll = tlsfiles.DefaultPollInterval
