@@ -64,7 +64,7 @@ func (c *Client) options() (*redis.UniversalOptions, error) {
 		DB:                    cfg.DB,
 		ClientName:            cfg.ClientName,
 		Protocol:              cfg.Protocol,
-		DialTimeout:           max(cfg.Timeout, MinDialTimeout),
+		DialTimeout:           cfg.dialTimeout(),
 		ReadTimeout:           cfg.Timeout,
 		WriteTimeout:          cfg.Timeout,
 		ContextTimeoutEnabled: true,

@@ -70,14 +70,29 @@ type Config struct {
 	// TLS secures every connection, to the sentinels too.
 	TLS TLS
 	// Timeout bounds one command's reads and writes; dials get at least
-	// MinDialTimeout. go-redis retries are off: a retry would overrun the
-	// caller's deadline.
+	// MinDialTimeout (MinTLSDialTimeout with TLS). go-redis retries are
+	// off: a retry would overrun the caller's deadline.
 	Timeout time.Duration
 }
 
-// MinDialTimeout is the floor on the dial timeout (a TCP and TLS handshake
-// needs more than one command's budget on a slow network).
-const MinDialTimeout = 100 * time.Millisecond
+// MinDialTimeout is the floor on the dial timeout of a plaintext
+// connection, MinTLSDialTimeout of a TLS one (a TCP handshake, then TLS's
+// round trips and key exchange). go-redis dials in the background: a
+// command waiting for a new connection gives up at its own deadline and
+// the dial goes on, its connection joining the pool. So a floor above
+// Timeout costs no command any latency, and lets a connection be made on a
+// network or host too slow to make one within a command's budget.
+const (
+	MinDialTimeout    = 100 * time.Millisecond
+	MinTLSDialTimeout = time.Second
+)
+
+func (c Config) dialTimeout() time.Duration {
+	if c.TLS.Enabled {
+		return max(c.Timeout, MinTLSDialTimeout)
+	}
+	return max(c.Timeout, MinDialTimeout)
+}
 
 // TLS is the TLS material of the connections. With Enabled and no files,
 // servers are verified against the system roots.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +25,7 @@ type loadCounts struct {
 	firstFB, lastFB        time.Time // the first and last fallback answer
 	lastRedis              time.Time // the last answer decided without fallback
 	worst                  time.Duration
+	lat                    []time.Duration // every call's latency
 	firstErr               error
 	slow                   []time.Time // when calls over slowCall started
 }
@@ -59,6 +62,7 @@ func (st *loadCounts) add(start time.Time, took time.Duration, r *weirv1.DecideR
 	{
 		st.calls++
 		st.worst = max(st.worst, took)
+		st.lat = append(st.lat, took)
 		if took > slowCall {
 			st.slow = append(st.slow, start)
 		}
@@ -86,7 +90,36 @@ func (st *loadCounts) add(start time.Time, took time.Duration, r *weirv1.DecideR
 func (s *loadStats) snapshot() loadCounts {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.c
+	c := s.c
+	c.lat = slices.Clone(c.lat)
+	slices.Sort(c.lat)
+	return c
+}
+
+// median is the middle latency, 0 without calls.
+func (c loadCounts) median() time.Duration {
+	if len(c.lat) == 0 {
+		return 0
+	}
+	return c.lat[len(c.lat)/2]
+}
+
+// scriptCalls is how many EVAL and EVALSHA calls srv has run.
+func scriptCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Client().Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:calls=") || strings.HasPrefix(line, "cmdstat_eval:calls=") {
+			v, _, _ := strings.Cut(strings.SplitN(line, "=", 2)[1], ",")
+			c, _ := strconv.Atoi(v)
+			n += c
+		}
+	}
+	return n
 }
 
 // TestNode_redisSentinel_followsNewMasterUnderLoad runs a master, a replica
@@ -141,11 +174,10 @@ func TestNode_redisSentinel_followsNewMasterUnderLoad(t *testing.T) {
 	r.fast, r.strict = fast.snapshot(), strict.snapshot()
 	r.fbMetric = metricValue(t, n.httpAddr(), "weir_fallback_decisions_total") - fbBefore
 
-	// The node writes to the promoted server: a strict decision on a fresh
-	// key, decided in Redis, leaves its TAT there.
-	waitFor(t, 10*time.Second, func() bool { return decide(t, c, 1, "tenant", "t1", "api", "after").Fallback == nil })
-	if n, err := g.Server(r.promoted).Client().Exists(context.Background(), "weir:{after}:strict:t1:after").Result(); err != nil || n != 1 {
-		t.Errorf("a strict decision decided in Redis left no key on the promoted master %s: %d, %v", r.promoted, n, err)
+	// The node runs its scripts on the promoted server (a replica counts
+	// no script calls: Redis replicates a script's effects).
+	if calls := scriptCalls(t, g.Server(r.promoted)); calls == 0 {
+		t.Errorf("the promoted master %s ran no weir script", r.promoted)
 	}
 	r.report(t)
 	r.check(t)
@@ -156,10 +188,13 @@ func TestNode_redisSentinel_followsNewMasterUnderLoad(t *testing.T) {
 
 const (
 	loadEvery = 2 * time.Millisecond // 500/s offered per key, ten times the limit
-	// loadDeadline is the callers' deadline: far above the 50ms Redis
-	// timeout a decision is bounded by, below go-redis's own defaults (3s
-	// reads, 5s dials), which is what waiting on a dead master looks like.
-	loadDeadline = 500 * time.Millisecond
+	// loadDeadline is the callers' deadline, below go-redis's own
+	// defaults (3s reads, 5s dials), which is what waiting on a dead master
+	// looks like, and far above the 50ms Redis timeout a decision is
+	// bounded by, so that a loaded machine (the race detector, other tests)
+	// does not miss it; the median latency is held to the Redis timeout
+	// plus 100ms.
+	loadDeadline = 2 * time.Second
 	connRate     = 50.0 // both limits of connPolicy, per second
 	connBurst    = 10
 	connFBRate   = 10.0 // the strict limit's fallback_rate, per second
@@ -188,8 +223,8 @@ func (r failoverRun) report(t *testing.T) {
 	fs, ss := r.fast, r.strict
 	t.Logf("master %s killed; sentinels promoted %s after %s; node decided strict keys in Redis again %s after the kill",
 		r.old, r.promoted, r.failedOver.Sub(r.killed).Round(time.Millisecond), r.followed.Sub(r.killed).Round(time.Millisecond))
-	t.Logf("fast key: %d calls, %d allowed, %d fallbacks, %d errors, worst %s (deadline %s)", fs.calls, fs.allowed, fs.fallbacks, fs.errors, fs.worst, loadDeadline)
-	t.Logf("strict key: %d calls, %d allowed, %d fallbacks over %.2fs, %d errors, worst %s", ss.calls, ss.allowed, ss.fallbacks, r.fbWindow(), ss.errors, ss.worst)
+	t.Logf("fast key: %d calls, %d allowed, %d fallbacks, %d errors, median %s, worst %s (deadline %s)", fs.calls, fs.allowed, fs.fallbacks, fs.errors, fs.median(), fs.worst, loadDeadline)
+	t.Logf("strict key: %d calls, %d allowed, %d fallbacks over %.2fs, %d errors, median %s, worst %s", ss.calls, ss.allowed, ss.fallbacks, r.fbWindow(), ss.errors, ss.median(), ss.worst)
 	for _, at := range ss.slow {
 		t.Logf("strict call over %s at kill%+.3fs", slowCall, at.Sub(r.killed).Seconds())
 	}
@@ -208,6 +243,9 @@ func (r failoverRun) check(t *testing.T) {
 	for name, s := range map[string]loadCounts{"fast": fs, "strict": ss} {
 		if s.errors > 0 {
 			t.Errorf("%s key: %d of %d decisions not answered within the %s deadline (first: %v)", name, s.errors, s.calls, loadDeadline, s.firstErr)
+		}
+		if bound := 50*time.Millisecond + 100*time.Millisecond; s.median() > bound {
+			t.Errorf("%s key: median latency %s over the Redis timeout plus 100ms (%s)", name, s.median(), bound)
 		}
 	}
 	// Fast: the owner decides in memory throughout; exact GCRA bound
