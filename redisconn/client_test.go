@@ -43,7 +43,7 @@ func ping(c *redisconn.Client) error {
 func TestClient_mutualTLS(t *testing.T) {
 	srv, ca, caFile := tlsServer(t, true)
 	cfg := redisconn.DefaultConfig()
-	cfg.Mode, cfg.Addrs = redisconn.Single, []string{srv.TLSAddr}
+	cfg.Mode, cfg.Addrs, cfg.Timeout = redisconn.Single, []string{srv.TLSAddr}, time.Second // about TLS, not latency
 	cfg.TLS = redisconn.TLS{Enabled: true, CAFile: caFile}
 	if err := ping(newClient(t, cfg)); err == nil {
 		t.Fatal("a client without a certificate got through mutual TLS")
