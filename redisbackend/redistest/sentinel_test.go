@@ -16,6 +16,11 @@ func TestStartSentinel_failsOverWhenTheMasterStops(t *testing.T) {
 	if err := rdb.Set(t.Context(), "k", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Replication is asynchronous: without WAIT the write could be lost
+	// with the master, as production failovers lose them.
+	if n, err := rdb.Do(t.Context(), "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1: %d replicas, %v", n, err)
+	}
 	old := g.Master().Addr()
 	g.Master().Stop()
 	now := g.WaitFailover(old, 30*time.Second)
