@@ -15,8 +15,6 @@ type config struct {
 	GRPCAddr        string
 	HTTPAddr        string
 	PolicyPath      string
-	RedisAddr       string
-	RedisCluster    []string
 	RedisTimeout    time.Duration
 	SweepInterval   time.Duration
 	ShutdownTimeout time.Duration
@@ -37,15 +35,16 @@ type config struct {
 	ForwardTimeout time.Duration
 	FreezeLimit    time.Duration
 
-	security         // listener exposure and TLS: security.go
-	regions  regions // global limits shared with other regions: region.go
+	security           // listener exposure and TLS: security.go
+	redisFlags         // how to reach Redis: redisflags.go
+	regions    regions // global limits shared with other regions: region.go
 }
 
 // parseConfig reads flags from args, with WEIR_* environment variables as
 // defaults. getenv is os.Getenv outside tests.
 func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
 	var c config
-	var cluster, join string
+	var join string
 	host, _ := os.Hostname()
 	fs := flag.NewFlagSet("node", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -60,8 +59,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	str(&c.GRPCAddr, "grpc-addr", "127.0.0.1:8081", "gRPC listen address")
 	str(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address (decide API, metrics, health)")
 	str(&c.PolicyPath, "policy", "", "policy YAML file (default: the built-in example policy)")
-	str(&c.RedisAddr, "redis-addr", "", "single Redis host:port; empty runs embedded, in memory")
-	str(&cluster, "redis-cluster", "", "comma-separated Redis Cluster seed addresses")
+	c.redisFlags.flags(fs, str, &env)
 	dur(&c.RedisTimeout, "redis-timeout", 50*time.Millisecond, "ceiling on one Redis call")
 	dur(&c.SweepInterval, "sweep-interval", 10*time.Second, "how often idle in-memory keys are freed")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight calls may take to finish on shutdown")
@@ -91,7 +89,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if err := checkBounds(); err != nil {
 		return config{}, err
 	}
-	c.RedisCluster, c.Join = splitList(cluster), splitList(join)
+	c.Join = splitList(join)
+	if err := c.redisFlags.parse(c.RedisTimeout); err != nil {
+		return config{}, err
+	}
 	if err := c.regions.parse(); err != nil {
 		return config{}, err
 	}
@@ -100,9 +101,6 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 
 func (c config) validate() error {
 	var errs []error
-	if c.RedisAddr != "" && len(c.RedisCluster) > 0 {
-		errs = append(errs, errors.New("--redis-addr and --redis-cluster are exclusive"))
-	}
 	if c.RedisTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--redis-timeout %s must be positive", c.RedisTimeout))
 	}

@@ -16,7 +16,12 @@
 //	--policy         policy YAML file, hot-reloaded on change and on SIGHUP
 //	--redis-addr     a single Redis (host:port): owners persist TATs there write-behind and
 //	                 load them on first use; only strict limits run the Lua script there per decision
-//	--redis-cluster  comma-separated Redis Cluster seeds, instead of --redis-addr
+//	--redis-url      a single Redis as redis[s]://[user[:password]@]host[:port][/db][?client_name=&protocol=]
+//	--redis-cluster  comma-separated Redis Cluster seeds (host:port or URLs)
+//	--redis-sentinel MASTER@host:port,...: the master the sentinels name (one of these four)
+//	--redis-username, --redis-password-file          ACL user and password (the file re-read on SIGHUP)
+//	--redis-sentinel-password-file                   the sentinels' own password
+//	--redis-tls-ca, --redis-tls-cert, --redis-tls-key, --redis-tls-server-name   TLS (and mTLS) to Redis
 //	--redis-timeout  ceiling on one Redis call (50ms)
 //	--sweep-interval how often idle in-memory keys are freed (10s)
 //	--shutdown-timeout  how long in-flight calls may finish on SIGTERM (10s)
@@ -36,9 +41,10 @@
 //	--tls-cert, --tls-key, --tls-client-ca            TLS (and mTLS) on the public gRPC and HTTP listeners
 //	--insecure-peer, --insecure-gossip                allow plaintext peer and admin / unencrypted gossip off loopback (isolated test networks only)
 //
-// docs/security.md explains who can reach which port and how to set up and
-// rotate certificates and gossip keys. SIGHUP reloads the policy and the
-// gossip key file; certificates are reloaded when their files change.
+// docs/operations.md ("Connecting to Redis") explains the Redis forms and
+// the ACL line weir needs. docs/security.md explains who can reach which port and how to set up and
+// rotate certificates and gossip keys. SIGHUP reloads the policy, the
+// gossip key file and the Redis password file; certificates are reloaded when their files change.
 //
 // SIGTERM and SIGINT stop the node gracefully: health turns NOT_SERVING,
 // in-flight calls finish (up to --shutdown-timeout), then the node exits.

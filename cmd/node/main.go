@@ -46,7 +46,7 @@ func run(args []string, getenv func(string) string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	reloads := startReloader(func() { n.reloadPolicy(); n.reloadGossipKeys(cfg) }) // off this loop: SIGTERM must never wait for a reload
+	reloads := startReloader(func() { n.reloadPolicy(); n.reloadGossipKeys(cfg); n.reloadRedisPassword(cfg) }) // off this loop: SIGTERM must never wait for a reload
 	defer reloads.stop()
 	for {
 		select {

@@ -23,6 +23,7 @@ import (
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/redisconn"
 	"github.com/weirhq/weir/regionlink"
 	"github.com/weirhq/weir/server"
 	"github.com/weirhq/weir/shadow"
@@ -59,6 +60,8 @@ type node struct {
 		sync.Mutex
 		peers map[string]string // member name -> peer address, as last applied
 	}
+
+	redisConn *redisconn.Client // nil without Redis; its password is reloaded on SIGHUP
 }
 
 func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) {

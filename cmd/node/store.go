@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/cluster"
@@ -15,6 +14,7 @@ import (
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisclock"
+	"github.com/weirhq/weir/redisconn"
 	"github.com/weirhq/weir/ring"
 	"github.com/weirhq/weir/writebehind"
 )
@@ -54,7 +54,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 	}
 	st.breakers = breakers
 	deps := cluster.Deps{Mem: mem, Breakers: breakers, Regions: n.regionsDep()}
-	if cfg.RedisAddr != "" || len(cfg.RedisCluster) > 0 {
+	if cfg.redisConfigured() {
 		b, wb, clock, err := n.openRedis(ctx, cfg, reg)
 		if err != nil {
 			return nil, err
@@ -63,7 +63,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		st.now = func() time.Time { return time.Unix(0, clock.Now()) }
 		st.clock = clock
 	} else {
-		n.logger.Info("embedded mode: state in memory only; pass --redis-addr to persist it")
+		n.logger.Info("embedded mode: state in memory only; pass --redis-addr, --redis-url, --redis-cluster or --redis-sentinel to persist it")
 	}
 	if deps.Ring, err = ring.New(ring.DefaultConfig()); err != nil {
 		return nil, err
@@ -95,8 +95,14 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 // Redis clock. Redis that is down at start is not fatal: decisions fall back
 // by policy until it answers.
 func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registerer) (*redisbackend.Backend, *writebehind.Writer, *redisclock.Clock, error) {
-	client := newRedisClient(cfg)
-	n.closers = append(n.closers, client.Close)
+	conn, err := redisconn.New(cfg.conn, n.logger)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	n.closers = append(n.closers, conn.Close)
+	n.redisConn = conn
+	n.goBackground(func() error { return conn.Run(ctx) })
+	client := conn.Redis()
 	b, err := redisbackend.New(client, redisbackend.Config{Timeout: cfg.RedisTimeout})
 	if err != nil {
 		return nil, nil, nil, err
@@ -121,24 +127,8 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	n.goBackground(func() error { return clock.Run(ctx) })
 	n.goBackground(func() error { return wb.Run(ctx) })
 	n.logger.Info("redis mode: owners decide fast limits in memory and persist TATs write-behind; strict limits run in Redis",
-		"redis", cfg.RedisAddr, "cluster", cfg.RedisCluster)
+		"redis", conn.String()) // never shows a password
 	return b, wb, clock, nil
-}
-
-func newRedisClient(cfg config) redis.UniversalClient {
-	addrs := cfg.RedisCluster
-	if cfg.RedisAddr != "" {
-		addrs = []string{cfg.RedisAddr}
-	}
-	return redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:                 addrs,
-		IsClusterMode:         len(cfg.RedisCluster) > 0,
-		DialTimeout:           max(cfg.RedisTimeout, 100*time.Millisecond),
-		ReadTimeout:           cfg.RedisTimeout,
-		WriteTimeout:          cfg.RedisTimeout,
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // a retry would overrun the caller's deadline
-	})
 }
 
 // sweep frees rested in-memory keys every interval until ctx ends. Keys

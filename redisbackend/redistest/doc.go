@@ -1,8 +1,10 @@
 // Package redistest runs real redis-server processes for tests: a single
-// server with [Start], a masters-only Redis Cluster with [StartCluster], and
-// a Cluster whose masters each have a replica with
-// [StartClusterWithReplicas], which can kill a master ([Cluster.KillMaster]),
-// fail one over ([Cluster.Failover]) and move a slot ([Cluster.MigrateSlot]).
+// server with [Start] (TLS with [StartTLS], ACL users with [WithACL]), a
+// masters-only Redis Cluster with [StartCluster], a Cluster whose masters
+// each have a replica with [StartClusterWithReplicas], which can kill a
+// master ([Cluster.KillMaster]), fail one over ([Cluster.Failover]) and move
+// a slot ([Cluster.MigrateSlot]), and a master with replicas watched by
+// sentinels with [StartSentinel].
 //
 // Every server listens on a free loopback port chosen at start (never a fixed
 // port), keeps no data on disk (no RDB, no AOF) and lives in the test's
@@ -17,6 +19,11 @@
 //		srv.Pause()         // SIGSTOP: Redis hangs, connections stay open
 //		srv.Resume()
 //		srv.Restart()       // empty Redis on the same port
+//
+//		g := redistest.StartSentinel(t, redistest.SentinelOptions{Password: "pw"})
+//		old := g.Master().Addr()
+//		g.Master().Stop()
+//		promoted := g.WaitFailover(old, time.Minute) // every sentinel agrees
 //	}
 //
 // Caller's duties: redis-server (and redis-cli for clusters) must be on PATH;
