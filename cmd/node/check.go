@@ -59,11 +59,8 @@ func check(cfg config, src hostAddrs, w io.Writer) error {
 }
 
 func storeSummary(cfg config) string {
-	switch {
-	case cfg.RedisAddr != "":
-		return "redis " + cfg.RedisAddr + " (not contacted)"
-	case len(cfg.RedisCluster) > 0:
-		return "redis cluster " + strings.Join(cfg.RedisCluster, ",") + " (not contacted)"
+	if cfg.redisConfigured() {
+		return "redis " + cfg.conn.String() + " (not contacted)" // String hides any password
 	}
 	return "embedded, in memory"
 }
