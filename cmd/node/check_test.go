@@ -72,7 +72,7 @@ func TestRun_check_securedClusterSummaryHidesKeys(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d, want 0:\n%s", code, out)
 	}
-	for _, want := range []string{"policy: " + policyFile + ", version v9, 1 limit(s)", "2 key(s)", "tls: public, peer (mutual)", "redis 127.0.0.1:1 (not contacted)", "gossip: " + busy[0]} {
+	for _, want := range []string{"policy: " + policyFile + ", version v9, 1 limit(s)", "2 key(s)", "tls: public, peer (mutual)", "store: redis redis://127.0.0.1:1 (not contacted)", "gossip: " + busy[0]} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
@@ -81,6 +81,17 @@ func TestRun_check_securedClusterSummaryHidesKeys(t *testing.T) {
 		if strings.Contains(out, k) {
 			t.Errorf("summary shows gossip key material:\n%s", out)
 		}
+	}
+}
+
+func TestRun_check_redisPasswordNeverShown(t *testing.T) {
+	const secret = "s3cret-in-url"
+	code, out := runCheck(t, nil, "--check", "--redis-url", "redis://weir:"+secret+"@127.0.0.1:1/2")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	if strings.Contains(out, secret) || !strings.Contains(out, "store: redis redis://weir:") {
+		t.Errorf("summary shows the password or no Redis target:\n%s", out)
 	}
 }
 

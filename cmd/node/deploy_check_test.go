@@ -246,8 +246,9 @@ func peerTLSSecret(t *testing.T) map[string]string {
 func TestDeploy_everyManifestFlagAndEnvPassesCheck(t *testing.T) {
 	secrets := map[string]map[string]string{
 		// What statefulset.yaml's comment tells the operator to create.
-		"weir-peer-tls":   peerTLSSecret(t),
-		"weir-gossip-key": {"key": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))},
+		"weir-peer-tls":       peerTLSSecret(t),
+		"weir-gossip-key":     {"key": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))},
+		"weir-redis-password": {"password": "test-redis-password"},
 	}
 	containers := append(kubeContainers(t, t.TempDir(), secrets), composeContainers(t)...)
 	if len(containers) < 4 { // the StatefulSet's and compose's three
