@@ -21,7 +21,14 @@ import (
 // metricSum reads /metrics and sums the samples of name whose label text
 // contains every one of labels (e.g. `outcome="spent"`).
 func (p *proc) metricSum(name string, labels ...string) float64 {
-	resp, err := http.Get("http://" + p.httpAd + "/metrics")
+	return scrapeSum(http.DefaultClient, "http://"+p.httpAd+"/metrics", name, labels...)
+}
+
+// scrapeSum reads the Prometheus text exposition at url and sums the
+// samples of name whose label text contains every one of labels; -1 when
+// url does not answer.
+func scrapeSum(c *http.Client, url, name string, labels ...string) float64 {
+	resp, err := c.Get(url)
 	if err != nil {
 		return -1
 	}

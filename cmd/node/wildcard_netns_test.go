@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,28 +34,7 @@ func (n *nsNode) url(path string) string {
 // metric sums n's samples of name whose labels contain every one of
 // labels; -1 when /metrics does not answer.
 func (n *nsNode) metric(name string, labels ...string) float64 {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get(n.url("/metrics"))
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		match := true
-		for _, l := range labels {
-			match = match && strings.Contains(line, l)
-		}
-		if f := strings.Fields(line); match && len(f) == 2 {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			sum += v
-		}
-	}
-	return sum
+	return scrapeSum(&http.Client{Timeout: time.Second}, n.url("/metrics"), name, labels...)
 }
 
 // startLab makes a netlab lab for a test, skipping where this machine
