@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -265,21 +263,9 @@ func TestNode_redisACL_documentedLineIsMinimal(t *testing.T) {
 // metricValue returns the sum of a metric's series on a node's /metrics.
 func metricValue(t *testing.T, httpAddr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v float64
-	if f, ok := fams[name]; ok {
-		for _, m := range f.GetMetric() {
-			v += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
+	v := scrapeSum(http.DefaultClient, "http://"+httpAddr+"/metrics", name)
+	if v < 0 {
+		t.Fatalf("%s/metrics does not answer", httpAddr)
 	}
 	return v
 }
