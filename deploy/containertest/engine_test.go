@@ -80,6 +80,9 @@ func buildImages() error {
 	if err := os.MkdirAll(buildcache, 0o755); err != nil {
 		return err
 	}
+	if err := warmBuildCache(buildcache); err != nil {
+		return err
+	}
 	_, err = command(25*time.Minute, "podman", "build", "--pull=never",
 		"-v", strings.TrimSpace(modcache)+":/go/pkg/mod",
 		"-v", buildcache+":/root/.cache/go-build",
@@ -89,6 +92,30 @@ func buildImages() error {
 		return err
 	}
 	fmt.Printf("container suite: images built in %s\n", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// warmBuildCache compiles the image's two binaries on the host into the
+// build cache the image build mounts, with the Dockerfile's settings
+// (CGO off, -trimpath, the same -ldflags), so that the build inside the
+// image finds every package compiled: about 1.5 minutes on the host
+// against 9 to 17 inside the image from an empty cache (on two cores; the
+// stand-in golang image carries the host's own toolchain, so the cache
+// keys match; with another toolchain the image build compiles as before).
+func warmBuildCache(dir string) error {
+	out, err := os.MkdirTemp("", "weir-deploy-warm")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(out)
+	for _, pkg := range []string{"./cmd/node", "./cmd/weir"} {
+		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", filepath.Join(out, filepath.Base(pkg)), pkg)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "GOCACHE="+dir, "CGO_ENABLED=0", "GOFLAGS=-trimpath")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("warming the image's build cache: go build %s: %w\n%s", pkg, err, b)
+		}
+	}
 	return nil
 }
 
