@@ -3,6 +3,7 @@ package redistest
 import (
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -40,16 +41,22 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	for range masters {
 		c.nodes = append(c.nodes, startClusterNode(t))
 	}
+	c.create(cli, 0)
+	return c
+}
+
+// create joins c's servers with `redis-cli --cluster create`, replicas per
+// master, and waits until every node reports cluster_state:ok.
+func (c *Cluster) create(cli string, replicas int) {
 	args := []string{"--cluster", "create"}
 	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	ctx, cancel := ctxTimeout(clusterTimeout)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
+		c.t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	c.waitOK()
-	return c
 }
 
 // startClusterNode starts one cluster-enabled server, retrying on ports lost

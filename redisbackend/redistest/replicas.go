@@ -38,15 +38,7 @@ func StartClusterWithReplicas(t testing.TB, masters int) *Cluster {
 			"--cluster-replica-validity-factor", "0",
 			"--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"))
 	}
-	args := []string{"--cluster", "create"}
-	args = append(args, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	ctx, cancel := ctxTimeout(clusterTimeout)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, cli, args...).CombinedOutput(); err != nil {
-		t.Fatalf("redistest: redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	c.waitOK()
+	c.create(cli, 1)
 	c.waitReplicasInSync()
 	return c
 }

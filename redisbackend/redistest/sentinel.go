@@ -113,7 +113,7 @@ func (g *SentinelGroup) startSentinel(masterAddr string) *sentinel {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		s := &sentinel{addr: addr, proc: p}
 		g.sentinels = append(g.sentinels, s) // so cleanup kills it whatever happens next
-		if lastErr = waitPingAuth(addr, g.opts.Password, p.exited); lastErr == nil {
+		if lastErr = waitPing(func() error { return pingAuth(addr, g.opts.Password) }, p.exited); lastErr == nil {
 			g.sentinels = g.sentinels[:len(g.sentinels)-1]
 			s.client = redis.NewSentinelClient(&redis.Options{Addr: addr, Password: g.opts.Password, DialTimeout: time.Second, ReadTimeout: 2 * time.Second, WriteTimeout: 2 * time.Second})
 			return s
@@ -124,27 +124,6 @@ func (g *SentinelGroup) startSentinel(masterAddr string) *sentinel {
 	}
 	g.t.Fatalf("redistest: starting a sentinel: %v", lastErr)
 	return nil
-}
-
-// waitPingAuth is waitPing with AUTH first when password is set.
-func waitPingAuth(addr, password string, exited <-chan struct{}) error {
-	deadline := time.Now().Add(startTimeout)
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		err := pingAuth(addr, password)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG within %s: %w", startTimeout, err)
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("exited during startup")
-		case <-tick.C:
-		}
-	}
 }
 
 func pingAuth(addr, password string) error {

@@ -121,7 +121,7 @@ func (s *Server) startOn(port int) error {
 		close(p.exited)
 	}()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if err := waitPing(addr, p.exited); err != nil {
+	if err := waitPing(func() error { return ping(addr) }, p.exited); err != nil {
 		p.kill()
 		return fmt.Errorf("port %d: %w; log: %s", port, err, logTail(logPath))
 	}
@@ -133,12 +133,12 @@ func (s *Server) startOn(port int) error {
 
 // waitPing polls addr with PING until it answers PONG, the process exits, or
 // startTimeout passes.
-func waitPing(addr string, exited <-chan struct{}) error {
+func waitPing(ping func() error, exited <-chan struct{}) error {
 	deadline := time.Now().Add(startTimeout)
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
-		err := ping(addr)
+		err := ping()
 		if err == nil {
 			return nil
 		}
