@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/weirhq/weir/limitkey"
+)
 
 // builtinMatches resolves the built-in policy's first limit for values
 // that need escaping in a key.
@@ -19,24 +23,21 @@ func builtinMatches(t *testing.T) (*Policy, []Match) {
 	return p, ms
 }
 
-func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
+func TestPolicy_LimitOfKey(t *testing.T) {
 	p, ms := builtinMatches(t)
 	l := p.Limits[0]
 	for _, m := range ms {
 		if got := p.LimitOfKey(m.Key); got != m.Limit {
 			t.Errorf("LimitOfKey(%q) = %v, want %s", m.Key, got, m.Limit.Name)
 		}
-		if g, ok := GroupOfKey(m.Key); !ok || g != m.GroupValue {
-			t.Errorf("GroupOfKey(%q) = %q, %v; want %q", m.Key, g, ok, m.GroupValue)
+		if g, ok := limitkey.Group(m.Key); !ok || g != m.GroupValue {
+			t.Errorf("limitkey.Group(%q) = %q, %v; want %q", m.Key, g, ok, m.GroupValue)
 		}
 	}
 	for _, k := range []string{"", "weir:", "weir:{x}", "other:{x}:" + l.Name + ":x", "weir:{x}:nosuchlimit:x"} {
 		if got := p.LimitOfKey(k); got != nil {
 			t.Errorf("LimitOfKey(%q) = %s, want nil", k, got.Name)
 		}
-	}
-	if _, ok := GroupOfKey("weir:{x"); ok {
-		t.Error("GroupOfKey of an unclosed tag: ok")
 	}
 }
 

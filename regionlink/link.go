@@ -43,7 +43,7 @@ type Deps struct {
 	// smaller than the number of regions go to the busiest regions
 	// (region.Home.SetBursts). Optional; safe for concurrent use.
 	Burst func(key string) int64
-	// Group returns the group a key belongs to (policy.GroupOfKey).
+	// Group returns the group a key belongs to (limitkey.Group).
 	Group func(key string) (string, bool)
 	// Clock is this process's monotonic clock in nanoseconds, what reports
 	// and grants are timed on; nil measures from New with time.Since.
