@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/weirhq/weir/limitkey"
-	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/ring"
 )
 
