@@ -50,3 +50,21 @@ func TestPolicy_LimitOfKey_doesNotAllocate(t *testing.T) {
 		t.Errorf("LimitOfKey allocates %v times per call", allocs)
 	}
 }
+
+// ParamsForKey runs for every key the owner validates: with a tenant it
+// allocates only the one-element answer, the key's fields are cut in place.
+func TestPolicy_ParamsForKey_allocations(t *testing.T) {
+	p, err := Parse("test.yaml", []byte(keyPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]float64{
+		"weir:{acme}:per-user:acme:u1": 1, // the answer slice
+		"weir:{r1}:per-route:r1":       0, // ambiguous: the policy's own set
+		"weir:{x}:nope:x":              0,
+	} {
+		if got := testing.AllocsPerRun(100, func() { p.ParamsForKey(key) }); got != want {
+			t.Errorf("ParamsForKey(%q) allocates %v times per call, want %v", key, got, want)
+		}
+	}
+}

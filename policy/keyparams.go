@@ -67,7 +67,8 @@ const (
 // overrides when the key carries the tenant. With KeyExact the slice holds
 // the one answer; with KeyAmbiguous every value the limit may have; with
 // KeyUnknown it is nil. The slice must not be modified. Safe for concurrent
-// use; it allocates only to unescape a tenant value that needed escaping.
+// use; it allocates only the answer for a key that carries its tenant, and
+// to unescape a tenant value that needed escaping.
 func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 	l, parts, ok := p.limitOfKey(key)
 	if !ok {
