@@ -21,7 +21,7 @@
 // Usage (cmd/node wires it when --region-peers is set):
 //
 //	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: cluster, Sender: regionlink.NewClient(peerCreds),
-//		Classify: classify, Group: policy.GroupOfKey}, logger, reg)
+//		Classify: classify, Group: limitkey.Group}, logger, reg)
 //	regionlink.Register(peerGRPCServer, link) // the node-to-node server only
 //	go link.Run(ctx)
 //	// after every ring change:

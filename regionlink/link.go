@@ -44,7 +44,7 @@ type Deps struct {
 	// smaller than the number of regions go to the busiest regions
 	// (region.Home.SetBursts). Optional; safe for concurrent use.
 	Burst func(key string) int64
-	// Group returns the group a key belongs to (policy.GroupOfKey).
+	// Group returns the group a key belongs to (limitkey.Group).
 	Group func(key string) (string, bool)
 	// Clock times the reports and grants (as the time elapsed since New,
 	// Clock.Since of its reading then: monotonic with clock.Real) and

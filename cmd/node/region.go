@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
 	"github.com/weirhq/weir/regionlink"
@@ -116,7 +117,7 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg promet
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}
