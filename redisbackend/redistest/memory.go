@@ -68,7 +68,7 @@ type Memory struct {
 		faults  []*fault
 		delays  map[Op]time.Duration
 		gates   []*gate
-		waiting map[Op]int     // calls held at a gate, by method
+		waiting map[Op]int    // calls held at a gate, by method
 		changed chan struct{} // closed and replaced when waiting changes
 	}
 }
