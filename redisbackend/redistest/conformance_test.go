@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
@@ -229,18 +231,32 @@ var conformanceCases = []struct {
 // redis-server and against a Memory, and requires identical answers.
 func TestMemory_conformsToBackend(t *testing.T) {
 	srv := redistest.Start(t)
+	conform(t, srv.Client(), func(ctx context.Context) error { return srv.Client().FlushAll(ctx).Err() })
+}
+
+// TestMemory_conformsToBackend_cluster runs the cases against a Backend on
+// a Redis Cluster, where loads are split by slot: the twin models a single
+// Redis, and the answers must not tell the two apart.
+func TestMemory_conformsToBackend_cluster(t *testing.T) {
+	cc := redistest.StartCluster(t, 3).ClusterClient()
+	conform(t, cc, func(ctx context.Context) error {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.FlushAll(ctx).Err() })
+	})
+}
+
+func conform(t *testing.T, client redis.UniversalClient, flush func(context.Context) error) {
 	cfg := redisbackend.DefaultConfig()
 	// Answers are compared here, not latencies: on a loaded machine the
 	// default 50ms would turn a semantic comparison into a timeout.
 	cfg.Timeout = 10 * time.Second
-	be, err := redisbackend.New(srv.Client(), cfg)
+	be, err := redisbackend.New(client, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range conformanceCases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := t.Context()
-			if err := srv.Client().FlushAll(ctx).Err(); err != nil {
+			if err := flush(ctx); err != nil {
 				t.Fatal(err)
 			}
 			mem := redistest.NewMemory(time.Now) // the clock redis-server reads
@@ -251,7 +267,7 @@ func TestMemory_conformsToBackend(t *testing.T) {
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d (%s):\nmemory:  %s\nbackend: %s", i, st.op, show(got), show(want))
 				}
-				compareExpiry(t, i, srv, mem, start)
+				compareExpiry(t, i, client, mem, start)
 			}
 		})
 	}
@@ -261,10 +277,10 @@ func TestMemory_conformsToBackend(t *testing.T) {
 // the twin as in Redis. The two wrote at instants up to the step's
 // duration apart, and each counts whole milliseconds, so their TTLs may
 // differ by that duration and 2ms.
-func compareExpiry(t *testing.T, step int, srv *redistest.Server, mem *redistest.Memory, start time.Time) {
+func compareExpiry(t *testing.T, step int, client redis.UniversalClient, mem *redistest.Memory, start time.Time) {
 	t.Helper()
 	for _, k := range []string{ka, kb, kc, "untagged"} {
-		pttl, err := srv.Client().PTTL(t.Context(), k).Result()
+		pttl, err := client.PTTL(t.Context(), k).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
