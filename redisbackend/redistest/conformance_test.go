@@ -34,6 +34,8 @@ type step struct {
 	keys   []string
 	tats   []redisbackend.TAT
 	decide []redisbackend.DecideRequest
+	// canceled runs the call with a context already canceled.
+	canceled bool
 }
 
 // outcome is everything a call answers, in a comparable form: errors as
@@ -49,6 +51,11 @@ type outcome struct {
 
 func run(ctx context.Context, s tatStore, st step) outcome {
 	var o outcome
+	if st.canceled {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		ctx = c
+	}
 	switch st.op {
 	case redistest.OpLoad:
 		tats, err := s.LoadTATs(ctx, st.keys)
@@ -221,6 +228,13 @@ var conformanceCases = []struct {
 			decide(req(t0, 1, []string{ka}, widest), req(t0, 1, []string{kb}, perTick)),
 			decide(req(t0, 1, []string{ka}, perSec)), load(ka, kb),
 		}
+	}},
+	{"a canceled call applies nothing", func(t0 int64) []step {
+		st := store(redisbackend.TAT{Key: ka, TAT: t0 + s, Now: t0})
+		ld := load(ka, kc)
+		dc := decide(req(t0, 1, []string{kb}, perSec), req(t0, 0, []string{kb}, perSec))
+		st.canceled, ld.canceled, dc.canceled = true, true, true
+		return []step{st, ld, dc, load(ka, kb)}
 	}},
 	{"empty calls", func(int64) []step {
 		return []step{load(), store(), decide()}
