@@ -31,6 +31,10 @@
 // happens elsewhere (its floor, or its fixed strict part): the node caps
 // failure-policy fallbacks of global keys at it (limiter.WithFallbackPart).
 //
+// Time: the reports' ticker and the Member's and the Home's readings
+// come from Deps.Clock (clock.Real by default), the time elapsed since
+// New; tests pass a clocktest.Manual and drive Run without sleeping.
+//
 // The caller's duties: pass the same Config.Shares in every region; call
 // RingChanged after every ring change, so a key whose owner moved is not
 // granted twice; cap the fallbacks of global keys at Guaranteed; never
