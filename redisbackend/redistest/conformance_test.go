@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
@@ -273,7 +274,7 @@ func conform(t *testing.T, client redis.UniversalClient, flush func(context.Cont
 			if err := flush(ctx); err != nil {
 				t.Fatal(err)
 			}
-			mem := redistest.NewMemory(time.Now) // the clock redis-server reads
+			mem := redistest.NewMemory(clock.Real()) // the clock redis-server reads
 			t0 := time.Now().Truncate(time.Microsecond).UnixNano()
 			start := time.Now()
 			for i, st := range tc.steps(t0) {
@@ -330,7 +331,7 @@ func TestMemory_conformsToBackend_serverTime(t *testing.T) {
 		req(0, 6, []string{kb}, hour),
 	}
 	var sides [2][]string
-	for i, side := range []tatStore{be, redistest.NewMemory(time.Now)} {
+	for i, side := range []tatStore{be, redistest.NewMemory(clock.Real())} {
 		var first int64
 		for j, r := range steps {
 			before := time.Now().Truncate(time.Microsecond).UnixNano()

@@ -39,7 +39,7 @@
 //	}
 //
 //	// in its tests
-//	mem := redistest.NewMemory(clk.Now)       // clk: a manual clock; it stands for Redis's
+//	mem := redistest.NewMemory(clk)           // a clocktest.Manual: Redis's clock
 //	mem.FailNext(redistest.OpLoad, 1, redistest.Refused()) // "unreachable"
 //	release := mem.Block(redistest.OpDecide)  // strict decisions hang
 //	_ = mem.WaitBlocked(ctx, redistest.OpDecide, 1)

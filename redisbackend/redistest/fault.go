@@ -166,7 +166,7 @@ func do[T any](ctx context.Context, m *Memory, op Op, apply func(now int64) T) (
 	if f != nil && !f.applied {
 		return zero, f.err
 	}
-	v := apply(m.now().UnixNano())
+	v := apply(m.clk.Now().UnixNano())
 	if f != nil {
 		return zero, f.err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/redisbackend"
 )
@@ -60,7 +61,7 @@ var _ redis.Error = replyError("")
 //
 // A Memory is safe for concurrent use.
 type Memory struct {
-	now func() time.Time
+	clk clock.Clock
 	mu  struct {
 		sync.Mutex
 		keys    map[string]entry
@@ -81,13 +82,14 @@ type entry struct {
 	expireMs int64
 }
 
-// NewMemory returns an empty twin whose clock is now (for example a
-// clocktest.Manual's Now, or time.Now). now must not be nil.
-func NewMemory(now func() time.Time) *Memory {
-	if now == nil {
-		panic("redistest: NewMemory needs a clock")
+// NewMemory returns an empty twin whose clock is clk (a
+// clocktest.Manual in unit tests; nil means clock.Real()). Only its Now is
+// read: delays run on real time (see [Memory.Delay]).
+func NewMemory(clk clock.Clock) *Memory {
+	if clk == nil {
+		clk = clock.Real()
 	}
-	m := &Memory{now: now}
+	m := &Memory{clk: clk}
 	m.mu.keys = make(map[string]entry)
 	m.mu.calls = make(map[Op]int)
 	m.mu.delays = make(map[Op]time.Duration)
@@ -251,7 +253,7 @@ func (m *Memory) liveLocked(key string, clock int64) (int64, bool) {
 func (m *Memory) TAT(key string) (int64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.liveLocked(key, m.now().UnixNano())
+	return m.liveLocked(key, m.clk.Now().UnixNano())
 }
 
 // TTL returns how long key lives from the twin's clock on, in whole
@@ -260,7 +262,7 @@ func (m *Memory) TAT(key string) (int64, bool) {
 func (m *Memory) TTL(key string) (time.Duration, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now().UnixNano()
+	now := m.clk.Now().UnixNano()
 	if _, ok := m.liveLocked(key, now); !ok {
 		return 0, false
 	}
@@ -271,7 +273,7 @@ func (m *Memory) TTL(key string) (time.Duration, bool) {
 func (m *Memory) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := m.now().UnixNano()
+	now := m.clk.Now().UnixNano()
 	for k := range m.mu.keys {
 		m.liveLocked(k, now)
 	}

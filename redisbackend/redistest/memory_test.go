@@ -9,28 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
 )
 
-// manual is a clock the test moves by hand.
-type manual struct{ ns atomic.Int64 }
-
-func newManual(t time.Time) *manual {
-	m := &manual{}
-	m.ns.Store(t.UnixNano())
-	return m
+func newTwin() (*redistest.Memory, *clocktest.Manual) {
+	c := clocktest.NewManual(base)
+	return redistest.NewMemory(c), c
 }
 
-func (m *manual) Now() time.Time          { return time.Unix(0, m.ns.Load()) }
-func (m *manual) Advance(d time.Duration) { m.ns.Add(int64(d)) }
-func (m *manual) UnixNano() int64         { return m.ns.Load() }
-func (m *manual) Set(t time.Time)         { m.ns.Store(t.UnixNano()) }
-func newTwin() (*redistest.Memory, *manual) {
-	c := newManual(base)
-	return redistest.NewMemory(c.Now), c
-}
+func unixNano(c *clocktest.Manual) int64 { return c.Now().UnixNano() }
 
 // base is a whole second, so millisecond boundaries are easy to read.
 var base = time.Unix(1_764_582_000, 0)
@@ -53,7 +43,7 @@ func mustDecide(t *testing.T, m *redistest.Memory, r redisbackend.DecideRequest)
 
 func TestMemory_StoreTATs_expiresAfterPXMillisecond(t *testing.T) {
 	m, c := newTwin()
-	now := c.UnixNano()
+	now := unixNano(c)
 	mustStore(t, m, redisbackend.TAT{Key: ka, TAT: now + 10*ms, Now: now})
 	// PX = 10ms + 1ms + ExpiryGrace: the key lives through that millisecond.
 	live := 1011 * time.Millisecond
@@ -97,7 +87,7 @@ func TestMemory_DecidePipelined_serverTimeExpiresWithoutGrace(t *testing.T) {
 
 func TestMemory_FailNext_failsWithoutEffect(t *testing.T) {
 	m, c := newTwin()
-	now := c.UnixNano()
+	now := unixNano(c)
 	m.FailNext(redistest.OpStore, 2, redistest.Refused())
 	for range 2 {
 		err := m.StoreTATs(t.Context(), []redisbackend.TAT{{Key: ka, TAT: now + s, Now: now}})
@@ -121,11 +111,11 @@ func TestMemory_FailNext_failsWithoutEffect(t *testing.T) {
 func TestMemory_FailNextApplied_appliesThenFails(t *testing.T) {
 	m, c := newTwin()
 	m.FailNextApplied(redistest.OpDecide, 1, context.DeadlineExceeded)
-	ds, errs, err := m.DecidePipelined(t.Context(), []redisbackend.DecideRequest{req(c.UnixNano(), 1, []string{ka}, perSec)})
+	ds, errs, err := m.DecidePipelined(t.Context(), []redisbackend.DecideRequest{req(unixNano(c), 1, []string{ka}, perSec)})
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(errs[0], context.DeadlineExceeded) || ds[0].Results != nil {
 		t.Fatalf("decide = %+v, %v, %v; want the timeout on the item and the call", ds, errs, err)
 	}
-	if got, ok := m.TAT(ka); !ok || got != c.UnixNano()+s {
+	if got, ok := m.TAT(ka); !ok || got != unixNano(c)+s {
 		t.Fatalf("tat %d, %v: the decision was not applied", got, ok)
 	}
 }
@@ -138,7 +128,7 @@ func (reply) RedisError()     {}
 
 func TestMemory_DecidePipelined_injectedFailures(t *testing.T) {
 	m, c := newTwin()
-	now := c.UnixNano()
+	now := unixNano(c)
 	bad := req(now, 0, []string{kb}, perSec)
 	// Nothing valid to send: the fault waits for a call that reaches Redis.
 	m.FailNext(redistest.OpDecide, 1, redistest.Refused())
@@ -164,7 +154,7 @@ func TestMemory_Block_holdsUntilReleased(t *testing.T) {
 	release := m.Block(redistest.OpDecide)
 	done := make(chan error, 1)
 	go func() {
-		_, errs, err := m.DecidePipelined(context.Background(), []redisbackend.DecideRequest{req(c.UnixNano(), 1, []string{ka}, perSec)})
+		_, errs, err := m.DecidePipelined(context.Background(), []redisbackend.DecideRequest{req(unixNano(c), 1, []string{ka}, perSec)})
 		done <- errors.Join(err, errs[0])
 	}()
 	if err := m.WaitBlocked(t.Context(), redistest.OpDecide, 1); err != nil {
@@ -192,7 +182,7 @@ func TestMemory_Block_contextEndsTheWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- m.StoreTATs(ctx, []redisbackend.TAT{{Key: ka, TAT: c.UnixNano() + s, Now: c.UnixNano()}})
+		done <- m.StoreTATs(ctx, []redisbackend.TAT{{Key: ka, TAT: unixNano(c) + s, Now: unixNano(c)}})
 	}()
 	if err := m.WaitBlocked(t.Context(), redistest.AnyOp, 1); err != nil {
 		t.Fatal(err)
@@ -232,7 +222,7 @@ func TestMemory_Delay_racesTheDeadline(t *testing.T) {
 
 func TestMemory_Calls_countsEveryCall(t *testing.T) {
 	m, c := newTwin()
-	now := c.UnixNano()
+	now := unixNano(c)
 	_, _ = m.LoadTATs(t.Context(), nil)
 	_, _ = m.LoadTATs(t.Context(), []string{ka})
 	_ = m.StoreTATs(t.Context(), []redisbackend.TAT{{Key: ka, Now: 0}}) // invalid
@@ -246,7 +236,7 @@ func TestMemory_Calls_countsEveryCall(t *testing.T) {
 
 func TestMemory_FlushAll_forgetsKeys(t *testing.T) {
 	m, c := newTwin()
-	mustStore(t, m, redisbackend.TAT{Key: ka, TAT: c.UnixNano() + s, Now: c.UnixNano()})
+	mustStore(t, m, redisbackend.TAT{Key: ka, TAT: unixNano(c) + s, Now: unixNano(c)})
 	if m.Len() != 1 {
 		t.Fatalf("Len = %d, want 1", m.Len())
 	}
@@ -266,7 +256,7 @@ func TestMemory_DecidePipelined_concurrentDecisionsAreAtomic(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				ds, errs, err := m.DecidePipelined(t.Context(), []redisbackend.DecideRequest{req(c.UnixNano(), 1, []string{ka, kb}, l, perSec)})
+				ds, errs, err := m.DecidePipelined(t.Context(), []redisbackend.DecideRequest{req(unixNano(c), 1, []string{ka, kb}, l, perSec)})
 				if err != nil || errs[0] != nil {
 					t.Errorf("decide: %v, %v", err, errs[0])
 					return
