@@ -3,6 +3,7 @@ package redistest_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -271,5 +272,28 @@ func TestMemory_DecidePipelined_concurrentDecisionsAreAtomic(t *testing.T) {
 	wg.Wait()
 	if admitted.Load() != 100 {
 		t.Fatalf("admitted %d of 400 against a burst of 100", admitted.Load())
+	}
+}
+
+func TestNewMemory_nilClockIsReal(t *testing.T) {
+	m := redistest.NewMemory(nil)
+	before := time.Now().Truncate(time.Microsecond).UnixNano()
+	d := mustDecide(t, m, req(0, 1, []string{ka}, perSec))
+	if d.Now < before || d.Now > time.Now().UnixNano() {
+		t.Fatalf("decided at %d, not within the call (from %d)", d.Now, before)
+	}
+}
+
+func TestMemory_FailNext_earliestFaultFirst(t *testing.T) {
+	m, _ := newTwin()
+	m.FailNext(redistest.AnyOp, 1, context.DeadlineExceeded)
+	m.FailNext(redistest.OpLoad, 1, redistest.Refused())
+	var classes []string
+	for range 3 {
+		_, err := m.LoadTATs(t.Context(), []string{ka})
+		classes = append(classes, redisbackend.Classify(err))
+	}
+	if want := []string{redisbackend.ClassTimeout, redisbackend.ClassUnreachable, redisbackend.ClassNone}; !slices.Equal(classes, want) {
+		t.Fatalf("load classes %q, want %q", classes, want)
 	}
 }
