@@ -59,7 +59,10 @@ var _ redis.Error = replyError("")
 // nothing to send, returns as the Backend's does without waiting or
 // failing. Every call is counted ([Memory.Calls]).
 //
-// A Memory is safe for concurrent use.
+// A Memory is safe for concurrent use. Concurrency idiom: one mutex guards
+// the keys, counts, faults and gates; a call waits at gates and delays
+// without it, then does all its work under one hold of it, so each call is
+// atomic.
 type Memory struct {
 	clk clock.Clock
 	mu  struct {
