@@ -11,8 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 )
 
 // Client forwards items to their owners over gRPC, coalescing concurrent
@@ -117,11 +115,11 @@ func (c *Client) peer(addr string) (*peerQueue, error) {
 	if p, ok := c.mu.peers[addr]; ok {
 		return p, nil
 	}
-	conn, err := grpc.NewClient(addr, c.dialOpts...)
+	conn, err := dial(addr, c.dialOpts)
 	if err != nil {
-		return nil, fmt.Errorf("peer: dial %q: %w", addr, err)
+		return nil, err
 	}
-	p := newPeerQueue(addr, conn, peerv1.NewPeerClient(conn), c)
+	p := newPeerQueue(addr, conn, c)
 	c.mu.peers[addr] = p
 	return p, nil
 }
