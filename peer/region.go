@@ -75,13 +75,16 @@ type regionServer struct {
 }
 
 // Report answers INVALID_ARGUMENT, changing nothing, for a report the
-// handler refuses (region.ErrInvalidReport), and INTERNAL for any other
-// error.
+// handler refuses (region.ErrInvalidReport), DEADLINE_EXCEEDED or CANCELLED
+// when the handler gave up with the call's context (so the sender redials
+// as for a deadline it saw itself), and INTERNAL for any other error.
 func (s *regionServer) Report(ctx context.Context, req *regionv1.ReportRequest) (*regionv1.ReportReply, error) {
 	reply, err := s.h.Handle(ctx, reportFromProto(req), req.GetForwarded())
 	switch {
 	case errors.Is(err, region.ErrInvalidReport):
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return nil, status.FromContextError(err).Err()
 	case err != nil:
 		return nil, status.Error(codes.Internal, err.Error())
 	}
