@@ -13,12 +13,15 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Client forwards items to their owners over gRPC, coalescing concurrent
-// items for the same peer into one RPC. It is safe for concurrent use; create
-// one per node and share it.
+// Client is a node's one client of the node-to-node plane. It forwards
+// items to their owners over gRPC, coalescing concurrent items for the same
+// peer into one RPC (Decide), and sends lease refreshes (Lease) and region
+// reports (Send). It is safe for concurrent use; create one per node and
+// share it.
 //
-// It holds one connection per peer address, made on first use and closed by
-// Forget or Close.
+// It holds one connection per peer address, made on first use, which every
+// kind of call shares, and closed by Forget or Close (Send may replace it,
+// see there).
 type Client struct {
 	cfg      ClientConfig
 	logger   *slog.Logger
@@ -125,8 +128,8 @@ func (c *Client) peer(addr string) (*peerQueue, error) {
 }
 
 // Forget closes the connection to addr, for a peer that left the cluster.
-// Calls pending for it fail with ErrForgotten. A later Decide to addr
-// connects afresh. Forgetting an unknown address does nothing.
+// Calls pending for it fail with ErrForgotten, and RPCs in flight on it of
+// every kind are cancelled. A later call to addr connects afresh. Forgetting an unknown address does nothing.
 func (c *Client) Forget(addr string) {
 	c.mu.Lock()
 	p, ok := c.mu.peers[addr]

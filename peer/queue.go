@@ -15,7 +15,8 @@ import (
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 )
 
-// peerQueue batches the items bound for one peer.
+// peerQueue batches the items bound for one peer, and holds the peer's
+// connection (conn.go), on which Lease and Send make their RPCs too.
 //
 // Concurrency: a mutex guards the queue; there is no goroutine per peer.
 // Whoever makes a batch ready (an enqueue, the window timer, or a sender
