@@ -27,7 +27,7 @@
 //
 //	peers, _ := peer.NewClient(peerCfg, logger, reg) // the node's one peer client
 //	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: cluster, Sender: peers,
-//		Classify: classify, Group: policy.GroupOfKey}, logger, reg)
+//		Classify: classify, Group: limitkey.Group}, logger, reg)
 //	peer.Register(peerGRPCServer, handler, peer.WithRegion(link)) // the node-to-node server only
 //	go link.Run(ctx)
 //	// after every ring change:
@@ -36,6 +36,10 @@
 // Guaranteed names the part of a global limit the region holds whatever
 // happens elsewhere (its floor, or its fixed strict part): the node caps
 // failure-policy fallbacks of global keys at it (limiter.WithFallbackPart).
+//
+// Time: the reports' ticker and the Member's and the Home's readings
+// come from Deps.Clock (clock.Real by default), the time elapsed since
+// New; tests pass a clocktest.Manual and drive Run without sleeping.
 //
 // The caller's duties: pass the same Config.Shares in every region; call
 // RingChanged after every ring change, so a key whose owner moved is not

@@ -75,7 +75,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		name, _ := l.deps.Classify(key)
 		return label(name)
 	}
-	now := l.deps.Clock()
+	now := l.mono()
 	l.memberMu.Lock()
 	ms := l.member.Stats(now, byLimit)
 	l.memberMu.Unlock()

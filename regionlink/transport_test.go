@@ -42,10 +42,10 @@ func serve(t *testing.T, l *Link) string {
 }
 
 func TestLink_Handle_overPeerClient(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
-	clk.advance(2 * testShares().TTL) // past the home's quiet period
+	clk.Advance(2 * testShares().TTL) // past the home's quiet period
 	addr := serve(t, eu)
 	c, err := peer.NewClient(peer.DefaultClientConfig(), nil, nil)
 	if err != nil {
@@ -81,7 +81,7 @@ func TestLink_Handle_overPeerClient(t *testing.T) {
 // Two regions' Links over peertest's in-memory network: rounds grant over
 // it, and across a partition no report arrives and the share stands.
 func TestLink_Round_overPeertest(t *testing.T) {
-	clk := &fakeClock{}
+	clk := newClock()
 	pn := peertest.NewNetwork()
 	links := map[string]*Link{}
 	for _, rg := range []string{"eu", "us"} {
@@ -92,7 +92,7 @@ func TestLink_Round_overPeertest(t *testing.T) {
 		cfg.CallTimeout = cfg.Shares.Interval
 		self := rg + "-1"
 		l, err := New(cfg, Deps{Owners: owners{self: self, owner: func(string) string { return self }},
-			Sender: pn.Reporter(self), Classify: classify, Group: group, Clock: clk.now, FirstSeq: 1}, nil, prometheus.NewRegistry())
+			Sender: pn.Reporter(self), Classify: classify, Group: group, Clock: clk, FirstSeq: 1}, nil, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -116,7 +117,7 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, peers *pee
 		return err
 	}
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: peers, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: peers, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}
