@@ -203,6 +203,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	}
 	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
+	if err := n.serveClientLeases(public, cfg, lim, ph, reg); err != nil {
+		return err
+	}
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
 	apiCfg := server.DefaultHTTPConfig()
