@@ -2,13 +2,16 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/weirhq/weir/client"
+	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/clientlease"
 	"github.com/weirhq/weir/clientlease/clientleasetest"
 	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/server/servertest"
 )
 
 const hotPolicy = `version: lease-test
@@ -31,7 +34,7 @@ func mustPolicy(t testing.TB, yaml string) *policy.Policy {
 func leaseClient(t testing.TB, pol string) (*clientleasetest.Node, *clientleasetest.Server, *client.Client) {
 	t.Helper()
 	n := clientleasetest.New(mustPolicy(t, pol))
-	srv := clientleasetest.Serve(t, n, clientlease.DefaultConfig())
+	srv := clientleasetest.Serve(t, n, clientlease.DefaultConfig(), nil)
 	cfg := client.DefaultConfig()
 	cfg.Target = srv.Addr
 	lc := client.DefaultLeaseConfig()
@@ -83,4 +86,121 @@ func TestClient_Decide_leasedKeyDecidedInProcess(t *testing.T) {
 	}
 	st := c.LeaseStats()
 	t.Logf("%+v", st)
+}
+
+func TestClient_Decide_notLeasableGoesOverDecide(t *testing.T) {
+	n, _, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"user": "u1"}
+	for range 50 {
+		resp, err := c.Decide(context.Background(), desc, 1)
+		if err != nil || resp.GetFromLease() {
+			t.Fatalf("decide: %v %v", resp, err)
+		}
+	}
+	if got := n.Decides.Load(); got != 50 {
+		t.Fatalf("%d Decide RPCs for 50 decisions of a limit without lease terms, want 50", got)
+	}
+}
+
+// warm decides desc until one decision comes from a lease.
+func warm(t testing.TB, c *client.Client, desc map[string]string) {
+	t.Helper()
+	waitFor(t, 5*time.Second, "no decision from a lease", func() bool {
+		resp, err := c.Decide(context.Background(), desc, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetFromLease()
+	})
+}
+
+func TestClient_Shutdown_returnsUnspentUnits(t *testing.T) {
+	n, _, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"tenant": "acme"}
+	warm(t, c, desc)
+	const key = "weir:{acme}:hot:acme"
+	if n.Outstanding("acme", key) == 0 {
+		t.Fatal("no units out after a leased decision")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Outstanding("acme", key); got != 0 {
+		t.Fatalf("%d units still out after Shutdown, want all returned", got)
+	}
+	if st := n.Stats()["hot"]; st.CreditedUnits == 0 {
+		t.Fatalf("nothing credited: %+v", st)
+	}
+	if _, err := c.Decide(ctx, desc, 1); err != client.ErrClosed {
+		t.Fatalf("decide after shutdown: %v, want ErrClosed", err)
+	}
+}
+
+func TestClient_Decide_nodeGoneFallsBackToDecideAndItsError(t *testing.T) {
+	_, srv, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"tenant": "acme"}
+	warm(t, c, desc)
+	srv.Stop()
+	// Units held stay spendable until the stream's end is seen; then
+	// every decision goes over Decide, which fails as without leases.
+	waitFor(t, 5*time.Second, "a decision answered after the node went", func() bool {
+		_, err := c.Decide(context.Background(), desc, 1)
+		return err != nil
+	})
+}
+
+func TestClient_Decide_ownersUnreachableFallBackToDecide(t *testing.T) {
+	n, _, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"tenant": "acme"}
+	warm(t, c, desc)
+	n.Down.Store(true) // the node answers every refresh item Busy
+	before := n.Decides.Load()
+	waitFor(t, 5*time.Second, "no decision went over Decide", func() bool {
+		resp, err := c.Decide(context.Background(), desc, 1)
+		return err == nil && !resp.GetFromLease() && n.Decides.Load() > before
+	})
+	n.Down.Store(false)
+	warm(t, c, desc) // and back to leases once the owners answer
+}
+
+func TestClient_Decide_nodeWithoutLeasesIsDecidedOverDecide(t *testing.T) {
+	srv := newFakeServer()
+	addr := servertest.Serve(t, srv)
+	cfg := client.DefaultConfig()
+	cfg.Target = addr
+	cfg.Leases = &client.LeaseConfig{}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for range 20 {
+		if resp, err := c.Decide(context.Background(), map[string]string{"id": "x"}, 1); err != nil || resp.GetFromLease() {
+			t.Fatalf("decide: %v %v", resp, err)
+		}
+	}
+	if st := c.LeaseStats(); st.FromLease != 0 || st.DecideRPCs != 20 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestLeaseConfig_Validate_namesTheField(t *testing.T) {
+	for _, tc := range []struct {
+		want string
+		lc   client.LeaseConfig
+	}{
+		{"tick", client.LeaseConfig{Tick: -1}},
+		{"refresh timeout", client.LeaseConfig{RefreshTimeout: -1}},
+		{"max keys", client.LeaseConfig{MaxKeys: -1}},
+		{"refresh-when-left", client.LeaseConfig{Holder: lease.HolderConfig{RefreshWhenLeft: 2}}},
+	} {
+		cfg := client.DefaultConfig()
+		cfg.Target = "127.0.0.1:1"
+		cfg.Leases = &tc.lc
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.want, err)
+		}
+	}
 }

@@ -19,6 +19,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/clientlease"
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/memstore"
@@ -148,14 +149,14 @@ type Server struct {
 }
 
 // Serve serves n's Decide and, over n as the relay, weir.v1.Leases with
-// cfg (Name set if empty) on a free loopback port until the test ends
-// (or Stop).
-func Serve(t testing.TB, n *Node, cfg clientlease.Config) *Server {
+// cfg (Name set if empty) and clk (nil: the real clock) on a free loopback
+// port until the test ends (or Stop).
+func Serve(t testing.TB, n *Node, cfg clientlease.Config, clk clock.Clock) *Server {
 	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "test#1"
 	}
-	svc, err := clientlease.New(cfg, clientlease.Deps{Relay: n, Policies: n, Members: func() int { return 1 }}, nil, nil)
+	svc, err := clientlease.New(cfg, clientlease.Deps{Relay: n, Policies: n, Members: func() int { return 1 }, Clock: clk}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
