@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/client"
-	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/clientlease"
 	"github.com/weirhq/weir/clientlease/clientleasetest"
+	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server/servertest"
 )
