@@ -137,10 +137,20 @@ func canon(dst []byte, desc map[string]string) []byte {
 // verdict is a lease decision, taken under mu and turned into a response
 // after.
 type verdict struct {
-	e         *entry
-	spent     bool
-	retry     int64
-	remaining []int64
+	e     *entry
+	spent bool
+	retry int64
+	// remaining per limit when spent: in rem for up to four limits (no
+	// allocation), else in more.
+	rem  [4]int64
+	more []int64
+}
+
+func (v *verdict) remaining(i int) int64 {
+	if v.more != nil {
+		return v.more[i]
+	}
+	return v.rem[i]
 }
 
 // decide answers the request from leases when it can. It returns the
@@ -152,9 +162,8 @@ func (l *leaser) decide(ctx context.Context, desc map[string]string, cost int64)
 	}
 	var buf [128]byte
 	k := canon(buf[:0], desc)
-	var rem [4]int64
 	l.mu.Lock()
-	v, ok := l.decideLocked(ctx, k, desc, cost, rem[:0])
+	v, ok := l.decideLocked(ctx, k, desc, cost)
 	l.mu.Unlock()
 	if !ok {
 		return nil, v.e, false
@@ -163,7 +172,7 @@ func (l *leaser) decide(ctx context.Context, desc map[string]string, cost int64)
 	return v.response(), v.e, true
 }
 
-func (l *leaser) decideLocked(ctx context.Context, k []byte, desc map[string]string, cost int64, rem []int64) (verdict, bool) {
+func (l *leaser) decideLocked(ctx context.Context, k []byte, desc map[string]string, cost int64) (verdict, bool) {
 	e := l.entries[string(k)]
 	if e == nil {
 		l.lookupLocked(string(k), desc)
@@ -189,11 +198,18 @@ func (l *leaser) decideLocked(ctx context.Context, k []byte, desc map[string]str
 	}
 	switch res.Outcome {
 	case lease.Spent:
-		now = l.now()
-		for _, r := range e.refs {
-			rem = append(rem, l.h.Units(r.Key, now))
+		v := verdict{e: e, spent: true}
+		if len(e.refs) > len(v.rem) {
+			v.more = make([]int64, len(e.refs))
 		}
-		return verdict{e: e, spent: true, remaining: rem}, true
+		for i, r := range e.refs {
+			if v.more != nil {
+				v.more[i] = l.h.Units(r.Key, now)
+			} else {
+				v.rem[i] = l.h.Units(r.Key, now)
+			}
+		}
+		return v, true
 	case lease.Refused:
 		if res.Probe {
 			l.probe = true
@@ -279,34 +295,72 @@ func (l *leaser) noteDenials(e *entry, resp *weirv1.DecideResponse, cost int64) 
 	}
 }
 
+// oneLimit is the answer to a request of one limit, the common case, in
+// one allocation.
+type oneLimit struct {
+	resp   weirv1.DecideResponse
+	status weirv1.LimitStatus
+	window durationpb.Duration
+	retry  durationpb.Duration
+	list   [1]*weirv1.LimitStatus
+}
+
 // response is the DecideResponse of a lease decision, shaped as a node's.
-func (v verdict) response() *weirv1.DecideResponse {
+func (v *verdict) response() *weirv1.DecideResponse {
 	e := v.e
-	out := &weirv1.DecideResponse{Allowed: v.spent, Matched: true, FromLease: true, PolicyVersion: e.version}
+	if len(e.limits) == 1 {
+		a := &oneLimit{}
+		a.window.Seconds, a.window.Nanos = durationParts(e.windows[0])
+		a.list[0] = &a.status
+		a.resp.Limits = a.list[:]
+		var retry *durationpb.Duration
+		if !v.spent {
+			a.retry.Seconds, a.retry.Nanos = durationParts(time.Duration(v.retry))
+			retry = &a.retry
+		}
+		v.fill(&a.resp, a.resp.Limits, retry, []*durationpb.Duration{&a.window})
+		return &a.resp
+	}
+	out := &weirv1.DecideResponse{}
 	out.Limits = make([]*weirv1.LimitStatus, len(e.limits))
 	statuses := make([]weirv1.LimitStatus, len(e.limits)) // one allocation for all
+	windows := make([]*durationpb.Duration, len(e.limits))
+	for i := range statuses {
+		out.Limits[i] = &statuses[i]
+		windows[i] = durationpb.New(e.windows[i])
+	}
 	var retry *durationpb.Duration
 	if !v.spent {
 		retry = durationpb.New(time.Duration(v.retry))
-		out.RetryAfter = retry
 	}
+	v.fill(out, out.Limits, retry, windows)
+	return out
+}
+
+// fill writes the verdict into out and its limits' statuses.
+func (v *verdict) fill(out *weirv1.DecideResponse, statuses []*weirv1.LimitStatus, retry *durationpb.Duration, windows []*durationpb.Duration) {
+	e := v.e
+	out.Allowed, out.Matched, out.FromLease, out.PolicyVersion = v.spent, true, true, e.version
+	out.RetryAfter = retry
 	out.Remaining = -1
 	for i, ll := range e.limits {
-		s := &statuses[i]
-		s.Name, s.Key, s.Allowed, s.Burst = ll.GetName(), ll.GetKey(), v.spent, ll.GetBurst()
-		s.Window = durationpb.New(e.windows[i])
+		s := statuses[i]
+		s.Name, s.Key, s.Allowed, s.Burst, s.Window = ll.GetName(), ll.GetKey(), v.spent, ll.GetBurst(), windows[i]
 		if v.spent {
-			s.Remaining = v.remaining[i]
+			s.Remaining = v.remaining(i)
 			if out.Remaining < 0 || s.Remaining < out.Remaining {
 				out.Remaining = s.Remaining
 			}
 		} else {
 			s.RetryAfter = retry
 		}
-		out.Limits[i] = s
 	}
 	out.Remaining = max(out.Remaining, 0)
-	return out
+}
+
+// durationParts splits d as durationpb.New does.
+func durationParts(d time.Duration) (int64, int32) {
+	return int64(d / time.Second), int32(d % time.Second)
 }
 
 // refsOf turns a lookup's limits into the holder's refs; false when a
