@@ -279,8 +279,8 @@ func (l *leaser) queueLocked(e *entry) {
 // from Decide for a leasable descriptor set, so that a flood on a
 // saturated key is refused here until one unit fits.
 func (l *leaser) noteDenials(e *entry, resp *weirv1.DecideResponse, cost int64) {
-	if e == nil || resp.GetAllowed() || resp.GetTooCostly() {
-		return
+	if e == nil || resp.GetAllowed() || resp.GetTooCostly() || resp.GetFallback() != nil {
+		return // only an owner's own denial says when a unit fits
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
