@@ -204,3 +204,25 @@ func TestLeaseConfig_Validate_namesTheField(t *testing.T) {
 		}
 	}
 }
+
+func TestClient_Decide_policyReloadWithoutLeaseTermsStopsLeasing(t *testing.T) {
+	n, _, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"tenant": "acme"}
+	warm(t, c, desc)
+	n.SetPolicy(mustPolicy(t, "version: v2\nlimits:\n  - {name: hot, match: [tenant], rate: 1000/s, burst: 200}\n"))
+	// The next refresh says the key is not leasable any more, the lookup
+	// under v2 says so too, and from then on Decide answers.
+	waitFor(t, 5*time.Second, "still deciding from leases", func() bool {
+		resp, err := c.Decide(context.Background(), desc, 1)
+		return err == nil && resp.GetPolicyVersion() == "v2" && !resp.GetFromLease()
+	})
+	before := c.LeaseStats().FromLease
+	for range 20 {
+		if resp, err := c.Decide(context.Background(), desc, 1); err != nil || resp.GetFromLease() {
+			t.Fatalf("decide under v2: %v %v", resp, err)
+		}
+	}
+	if got := c.LeaseStats().FromLease; got != before {
+		t.Fatalf("%d decisions from leases under a policy that leases nothing", got-before)
+	}
+}

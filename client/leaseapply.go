@@ -20,15 +20,18 @@ func (l *leaser) apply(resp *weirv1.HoldResponse, r lease.Refresh, ok bool, look
 		l.abandonLocked(r, ok, lookups)
 		return fmt.Errorf("client: leases: %d lookup answers for %d lookups", len(resp.GetLookups()), len(lookups))
 	}
-	if v := resp.GetPolicyVersion(); v != l.version {
-		l.version = v
-		for _, e := range l.entries {
-			l.queueLocked(e) // look again under the new policy; meanwhile as before
-		}
-	}
+	v := resp.GetPolicyVersion()
 	for i, e := range lookups {
 		e.queued = false
-		l.learnLocked(e, resp.GetLookups()[i], resp.GetPolicyVersion())
+		l.learnLocked(e, resp.GetLookups()[i], v)
+	}
+	if v != l.version {
+		l.version = v
+		for _, e := range l.entries {
+			if e.version != v && e.state != looking {
+				l.queueLocked(e) // look again under the new policy; meanwhile as before
+			}
+		}
 	}
 	if !ok || l.h == nil {
 		return nil

@@ -30,7 +30,7 @@ import (
 // nanoseconds). Safe for concurrent use.
 type Node struct {
 	weirv1.UnimplementedRateLimiterServer
-	pol *policy.Policy
+	pol atomic.Pointer[policy.Policy]
 	mem *memstore.Store
 	mu  sync.Mutex // guards g; taken under a memstore shard lock
 	g   *lease.Grantor
@@ -48,11 +48,16 @@ func New(p *policy.Policy) *Node {
 	if err != nil {
 		panic(err)
 	}
-	return &Node{pol: p, mem: memstore.New(memstore.DefaultConfig()), g: g}
+	n := &Node{mem: memstore.New(memstore.DefaultConfig()), g: g}
+	n.pol.Store(p)
+	return n
 }
 
 // Current returns the node's policy (clientlease.PolicySource).
-func (n *Node) Current() *policy.Policy { return n.pol }
+func (n *Node) Current() *policy.Policy { return n.pol.Load() }
+
+// SetPolicy replaces the node's policy, as a reload does.
+func (n *Node) SetPolicy(p *policy.Policy) { n.pol.Store(p) }
 
 func now() int64 { return time.Now().UnixNano() }
 
@@ -104,11 +109,12 @@ func (n *Node) Decide(ctx context.Context, req *weirv1.DecideRequest) (*weirv1.D
 	if req.Cost == nil {
 		cost = 1
 	}
-	ms, err := n.pol.Resolve(req.GetDescriptors(), nil)
+	pol := n.Current()
+	ms, err := pol.Resolve(req.GetDescriptors(), nil)
 	if err != nil || cost < 1 {
 		return nil, errors.Join(errors.New("clientleasetest: bad request"), err)
 	}
-	out := &weirv1.DecideResponse{Allowed: true, Matched: len(ms) > 0, PolicyVersion: n.pol.Version}
+	out := &weirv1.DecideResponse{Allowed: true, Matched: len(ms) > 0, PolicyVersion: pol.Version}
 	if len(ms) == 0 {
 		return out, nil
 	}
