@@ -18,6 +18,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/policy"
 )
@@ -226,6 +227,10 @@ func (s *Service) Hold(stream weirv1.Leases_HoldServer) error {
 			return status.Errorf(codes.DeadlineExceeded, "clientlease: holder idle for %s", s.cfg.IdleTimeout)
 		}
 		idle.Reset(s.cfg.IdleTimeout)
+		if err := grpclimit.Refusal(req); err != nil { // the public server's codec refused it
+			s.m.requests.WithLabelValues("invalid").Inc()
+			return err
+		}
 		out, err := s.answer(ctx, name, req)
 		if err != nil {
 			s.m.requests.WithLabelValues("invalid").Inc()
