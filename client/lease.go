@@ -137,8 +137,13 @@ func canon(dst []byte, desc map[string]string) []byte {
 // verdict is a lease decision, taken under mu and turned into a response
 // after.
 type verdict struct {
-	e     *entry
-	spent bool
+	e *entry
+	// The entry's answer as of the decision, copied under mu: the loop
+	// replaces (never modifies) them when a lookup is answered.
+	version string
+	limits  []*weirv1.LeasedLimit
+	windows []time.Duration
+	spent   bool
 	retry int64
 	// remaining per limit when spent: in rem for up to four limits (no
 	// allocation), else in more.
@@ -196,9 +201,10 @@ func (l *leaser) decideLocked(ctx context.Context, k []byte, desc map[string]str
 	if err != nil {
 		return verdict{e: e}, false // Decide answers bad input as ever
 	}
+	v := verdict{e: e, version: e.version, limits: e.limits, windows: e.windows}
 	switch res.Outcome {
 	case lease.Spent:
-		v := verdict{e: e, spent: true}
+		v.spent = true
 		if len(e.refs) > len(v.rem) {
 			v.more = make([]int64, len(e.refs))
 		}
@@ -215,7 +221,8 @@ func (l *leaser) decideLocked(ctx context.Context, k []byte, desc map[string]str
 			l.probe = true
 			l.kickNow()
 		}
-		return verdict{e: e, retry: res.RetryAfter}, true
+		v.retry = res.RetryAfter
+		return v, true
 	}
 	return verdict{e: e}, false
 }
@@ -307,10 +314,9 @@ type oneLimit struct {
 
 // response is the DecideResponse of a lease decision, shaped as a node's.
 func (v *verdict) response() *weirv1.DecideResponse {
-	e := v.e
-	if len(e.limits) == 1 {
+	if len(v.limits) == 1 {
 		a := &oneLimit{}
-		a.window.Seconds, a.window.Nanos = durationParts(e.windows[0])
+		a.window.Seconds, a.window.Nanos = durationParts(v.windows[0])
 		a.list[0] = &a.status
 		a.resp.Limits = a.list[:]
 		var retry *durationpb.Duration
@@ -322,12 +328,12 @@ func (v *verdict) response() *weirv1.DecideResponse {
 		return &a.resp
 	}
 	out := &weirv1.DecideResponse{}
-	out.Limits = make([]*weirv1.LimitStatus, len(e.limits))
-	statuses := make([]weirv1.LimitStatus, len(e.limits)) // one allocation for all
-	windows := make([]*durationpb.Duration, len(e.limits))
+	out.Limits = make([]*weirv1.LimitStatus, len(v.limits))
+	statuses := make([]weirv1.LimitStatus, len(v.limits)) // one allocation for all
+	windows := make([]*durationpb.Duration, len(v.limits))
 	for i := range statuses {
 		out.Limits[i] = &statuses[i]
-		windows[i] = durationpb.New(e.windows[i])
+		windows[i] = durationpb.New(v.windows[i])
 	}
 	var retry *durationpb.Duration
 	if !v.spent {
@@ -339,11 +345,10 @@ func (v *verdict) response() *weirv1.DecideResponse {
 
 // fill writes the verdict into out and its limits' statuses.
 func (v *verdict) fill(out *weirv1.DecideResponse, statuses []*weirv1.LimitStatus, retry *durationpb.Duration, windows []*durationpb.Duration) {
-	e := v.e
-	out.Allowed, out.Matched, out.FromLease, out.PolicyVersion = v.spent, true, true, e.version
+	out.Allowed, out.Matched, out.FromLease, out.PolicyVersion = v.spent, true, true, v.version
 	out.RetryAfter = retry
 	out.Remaining = -1
-	for i, ll := range e.limits {
+	for i, ll := range v.limits {
 		s := statuses[i]
 		s.Name, s.Key, s.Allowed, s.Burst, s.Window = ll.GetName(), ll.GetKey(), v.spent, ll.GetBurst(), windows[i]
 		if v.spent {
