@@ -144,7 +144,7 @@ type verdict struct {
 	limits  []*weirv1.LeasedLimit
 	windows []time.Duration
 	spent   bool
-	retry int64
+	retry   int64
 	// remaining per limit when spent: in rem for up to four limits (no
 	// allocation), else in more.
 	rem  [4]int64
