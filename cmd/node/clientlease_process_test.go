@@ -35,7 +35,7 @@ func clientLeaseStats(loads []leaseLoad) (st client.LeaseStats) {
 // application clients with Config.Leases, two through each node, deciding
 // the key far above its rate. In steady state nearly every decision is
 // made in the clients' processes and RPCs of either kind (Hold requests,
-// Decide) stay under 0.01 per decision, counted by the clients. Then the
+// Decide) stay under 0.02 per decision, counted by the clients. Then the
 // key's owner is SIGKILLed mid-run and the clients keep deciding: the two
 // through it fail over Decide as without leases, the others' refreshes
 // answer Busy and their requests fail closed at their node until the new
@@ -114,8 +114,10 @@ func TestClientLeases_process_threeNodesWithinBoundThroughAKill(t *testing.T) {
 	local := float64(to.FromLease - from.FromLease)
 	t.Logf("steady state: %.0f decisions, %.4f from leases, %.5f RPCs per decision (%d Decide, %d Hold)",
 		n, local/n, rpcs/n, to.DecideRPCs-from.DecideRPCs, to.LeaseRPCs-from.LeaseRPCs)
-	if rpcs/n >= 0.01 || local/n < 0.95 {
-		t.Errorf("steady state: %.5f RPCs per decision (want < 0.01), %.4f from leases (want >= 0.95)", rpcs/n, local/n)
+	// Typically 0.003 (0.007 under -race): a saturated key costs each
+	// client about one probe per few unit intervals, whatever its rate.
+	if rpcs/n >= 0.02 || local/n < 0.95 {
+		t.Errorf("steady state: %.5f RPCs per decision (want < 0.02), %.4f from leases (want >= 0.95)", rpcs/n, local/n)
 	}
 
 	owner.kill()
