@@ -53,14 +53,74 @@ func checkWindows(t *testing.T, adm []admission, burst int64, interval time.Dura
 	return worst
 }
 
+// phase is one burst of demand.
+type phase struct{ from, to time.Time }
+
+// burstSchedule returns six bursts of demand from start with rests
+// between them long enough for the key to refill (B·T = 100ms) while
+// leases granted before the rest are still held (TTL 250ms): the moment
+// when units out on leases must not be refilled.
+func burstSchedule(rng *rand.Rand, start time.Time) []phase {
+	var active []phase
+	at := start
+	for range 6 {
+		on := time.Duration(40+rng.IntN(80)) * time.Millisecond
+		active = append(active, phase{at, at.Add(on)})
+		at = at.Add(on + time.Duration(100+rng.IntN(60))*time.Millisecond)
+	}
+	return active
+}
+
+// waitActive pauses until the next burst if the key is resting, and
+// returns false once the schedule is over.
+func waitActive(active []phase) bool {
+	now := time.Now()
+	for _, p := range active {
+		if now.Before(p.to) {
+			time.Sleep(time.Until(p.from)) // load shape, not a wait
+			return true
+		}
+	}
+	return false
+}
+
+// recorder counts decisions and records admissions.
+type recorder struct {
+	mu                 sync.Mutex
+	adm                []admission
+	decided, fromLease int
+}
+
+// run decides the hot key with random costs through c during the bursts
+// of active, until until.
+func (r *recorder) run(c *client.Client, active []phase, seed uint64, until time.Time) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	desc := map[string]string{"tenant": "hot"}
+	for time.Now().Before(until) && waitActive(active) {
+		cost := int64(1 + rng.IntN(3))
+		sent := time.Now()
+		resp, err := c.Decide(context.Background(), desc, cost)
+		answered := time.Now()
+		r.mu.Lock()
+		r.decided++
+		if err == nil && resp.GetFromLease() {
+			r.fromLease++
+		}
+		if err == nil && resp.GetAllowed() {
+			r.adm = append(r.adm, admission{sent, answered, cost})
+		}
+		r.mu.Unlock()
+	}
+}
+
 // TestClient_leases_propertyAdmittedWithinBound runs several client
 // processes' worth of leasing clients on one hot key against one owner,
-// each from several goroutines with random costs, bursts and pauses, and
-// a client without leases deciding the same key at the owner, while
-// clients shut down and new ones start, and the owner's relay fails for
-// a while: in every window the admitted cost stays within B + W/T. With
-// the owner deciding on the stored TAT instead of the ledger's Effective
-// one, it failed in 3 runs of 3.
+// each from several goroutines with random costs, in bursts with rests
+// between them, and a client without leases deciding the same key at the
+// owner, while a client shuts down and a new one starts, and the owner's
+// relay fails for a while: in every window the admitted cost stays within
+// B + W/T. With the owner deciding on the stored TAT instead of the
+// ledger's Effective one, it failed in 3 runs of 3.
 //
 // The window check counts only requests sent and answered inside the
 // window, so a decision over Decide is placed where it surely happened.
@@ -84,74 +144,30 @@ limits:
 		}
 		return c
 	}
-	// Bursts of demand with rests between them long enough for the key to
-	// refill (B·T = 100ms) while leases granted before the rest are still
-	// held: the moment where units out on leases must not be refilled.
 	start := time.Now()
 	seed := uint64(start.UnixNano())
 	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
-	type phase struct{ from, to time.Time }
-	var active []phase
-	at := start
-	for range 6 {
-		on := time.Duration(40+rng.IntN(80)) * time.Millisecond
-		active = append(active, phase{at, at.Add(on)})
-		at = at.Add(on + time.Duration(100+rng.IntN(60))*time.Millisecond)
-	}
+	active := burstSchedule(rand.New(rand.NewPCG(seed, 2)), start)
 	end := active[len(active)-1].to
-	// waitActive returns false once the run is over, after pausing until
-	// the next burst if the key is resting.
-	waitActive := func() bool {
-		now := time.Now()
-		for _, p := range active {
-			if now.Before(p.to) {
-				time.Sleep(time.Until(p.from)) // load shape, not a wait
-				return true
-			}
-		}
-		return false
-	}
-	var mu sync.Mutex
-	var adm []admission
-	var decided, fromLease int
-	run := func(c *client.Client, seed uint64, until time.Time) {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		desc := map[string]string{"tenant": "hot"}
-		for time.Now().Before(until) && waitActive() {
-			cost := int64(1 + rng.IntN(3))
-			sent := time.Now()
-			resp, err := c.Decide(context.Background(), desc, cost)
-			answered := time.Now()
-			mu.Lock()
-			decided++
-			if err == nil && resp.GetFromLease() {
-				fromLease++
-			}
-			if err == nil && resp.GetAllowed() {
-				adm = append(adm, admission{sent, answered, cost})
-			}
-			mu.Unlock()
-		}
-	}
+	rec := &recorder{}
 	var wg sync.WaitGroup
 	for p := range 4 { // four processes, each its own holder
 		wg.Go(func() {
 			c := newClient(true)
-			var inner sync.WaitGroup
 			until := end
 			if p == 0 {
 				until = active[2].to // this one shuts down midway
 			}
+			var inner sync.WaitGroup
 			for g := range 3 {
-				inner.Go(func() { run(c, uint64(p*10+g), until) })
+				inner.Go(func() { rec.run(c, active, uint64(p*10+g), until) })
 			}
 			inner.Wait()
 			c.Close()
 			if p == 0 { // and a new process takes its place
 				c := newClient(true)
 				defer c.Close()
-				run(c, 99, end)
+				rec.run(c, active, 99, end)
 			}
 		})
 	}
@@ -160,7 +176,7 @@ limits:
 		defer c.Close()
 		var inner sync.WaitGroup
 		for g := range 3 {
-			inner.Go(func() { run(c, uint64(50+g), end) })
+			inner.Go(func() { rec.run(c, active, uint64(50+g), end) })
 		}
 		inner.Wait()
 	})
@@ -171,9 +187,9 @@ limits:
 		n.Down.Store(false)
 	})
 	wg.Wait()
-	worst := checkWindows(t, adm, burst, interval)
-	t.Logf("%d decisions, %d from leases, %d admitted; worst window at %.2f of its bound", decided, fromLease, len(adm), worst)
-	if fromLease < decided/2 {
-		t.Fatalf("only %d of %d decisions from leases", fromLease, decided)
+	worst := checkWindows(t, rec.adm, burst, interval)
+	t.Logf("%d decisions, %d from leases, %d admitted; worst window at %.2f of its bound", rec.decided, rec.fromLease, len(rec.adm), worst)
+	if rec.fromLease < rec.decided/2 {
+		t.Fatalf("only %d of %d decisions from leases", rec.fromLease, rec.decided)
 	}
 }

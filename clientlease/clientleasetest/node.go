@@ -1,8 +1,3 @@
-// Package clientleasetest is an in-process weir node for tests of
-// client-side leases: one owner of every group, deciding weir.v1 Decide
-// over a memstore and granting leases from a real lease.Grantor on the
-// same TATs (decisions use the ledger's Effective TAT, as a node's owner
-// does), served with clientlease on a loopback gRPC server.
 package clientleasetest
 
 import (
