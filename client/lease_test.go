@@ -226,3 +226,37 @@ func TestClient_Decide_policyReloadWithoutLeaseTermsStopsLeasing(t *testing.T) {
 		t.Fatalf("%d decisions from leases under a policy that leases nothing", got-before)
 	}
 }
+
+func TestClient_Decide_nodeBackLeasesAgainAsANewHolder(t *testing.T) {
+	n, srv, c := leaseClient(t, hotPolicy)
+	desc := map[string]string{"tenant": "acme"}
+	warm(t, c, desc)
+	srv.Stop()
+	waitFor(t, 5*time.Second, "a decision answered after the node went", func() bool {
+		_, err := c.Decide(context.Background(), desc, 1)
+		return err != nil
+	})
+	clientleasetest.ServeAt(t, srv.Addr, n, clientlease.DefaultConfig(), nil)
+	// Decide fails until the connection is made again (gRPC's backoff).
+	waitFor(t, 10*time.Second, "no decision from a lease after the node came back", func() bool {
+		resp, err := c.Decide(context.Background(), desc, 1)
+		return err == nil && resp.GetFromLease()
+	})
+	if st := c.LeaseStats(); st.Streams != 2 {
+		t.Fatalf("%d streams opened, want 2: the first and one after the node came back", st.Streams)
+	}
+}
+
+func TestClient_Shutdown_endedContextReturnsPromptly(t *testing.T) {
+	_, _, c := leaseClient(t, hotPolicy)
+	warm(t, c, map[string]string{"tenant": "acme"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	began := time.Now()
+	if err := c.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(began); d > 2*client.DefaultLeaseRefreshTimeout {
+		t.Fatalf("Shutdown with an ended context took %s", d)
+	}
+}

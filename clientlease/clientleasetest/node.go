@@ -154,6 +154,12 @@ type Server struct {
 // port until the test ends (or Stop).
 func Serve(t testing.TB, n *Node, cfg clientlease.Config, clk clock.Clock) *Server {
 	t.Helper()
+	return ServeAt(t, "127.0.0.1:0", n, cfg, clk)
+}
+
+// ServeAt is Serve on addr (for a node that comes back where it was).
+func ServeAt(t testing.TB, addr string, n *Node, cfg clientlease.Config, clk clock.Clock) *Server {
+	t.Helper()
 	if cfg.Name == "" {
 		cfg.Name = "test#1"
 	}
@@ -161,7 +167,7 @@ func Serve(t testing.TB, n *Node, cfg clientlease.Config, clk clock.Clock) *Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
