@@ -106,11 +106,26 @@ type Service struct {
 	log  *slog.Logger
 	m    *metrics
 
+	quit     chan struct{} // closed by Shutdown
+	quitOnce sync.Once
+
 	mu struct {
 		sync.Mutex
 		next    uint64
 		holders int
 		perConn map[string]int
+	}
+}
+
+// Shutdown ends every stream (UNAVAILABLE: the client opens a new one,
+// as a new holder, wherever its target leads) and refuses new ones, so
+// that a node draining its public server is not held up by lease streams,
+// which never end on their own. Units held strand at their owners for one
+// TTL. Call it before the gRPC server's GracefulStop. Idempotent; a nil
+// Service does nothing.
+func (s *Service) Shutdown() {
+	if s != nil {
+		s.quitOnce.Do(func() { close(s.quit) })
 	}
 }
 
@@ -133,10 +148,13 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, deps: deps, log: logger, m: m}
+	s := &Service{cfg: cfg, deps: deps, log: logger, m: m, quit: make(chan struct{})}
 	s.mu.perConn = make(map[string]int)
 	return s, nil
 }
+
+// errShuttingDown refuses and ends streams after Shutdown.
+var errShuttingDown = errors.New("clientlease: node shutting down")
 
 // Register registers s on r (the node's public gRPC server).
 func Register(r grpc.ServiceRegistrar, s *Service) { weirv1.RegisterLeasesServer(r, s) }
@@ -153,6 +171,11 @@ func (s *Service) Holders() int {
 func (s *Service) admit(conn string) (name string, release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	select {
+	case <-s.quit:
+		return "", nil, errShuttingDown
+	default:
+	}
 	switch {
 	case s.mu.holders >= s.cfg.MaxHolders:
 		return "", nil, fmt.Errorf("clientlease: %d holders open on this node, the most is %d", s.mu.holders, s.cfg.MaxHolders)
@@ -192,6 +215,9 @@ func connOf(ctx context.Context) string {
 func (s *Service) Hold(stream weirv1.Leases_HoldServer) error {
 	ctx := stream.Context()
 	name, release, err := s.admit(connOf(ctx))
+	if errors.Is(err, errShuttingDown) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
 	if err != nil {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	}
@@ -225,6 +251,10 @@ func (s *Service) Hold(stream weirv1.Leases_HoldServer) error {
 			return err
 		case <-idle.C():
 			return status.Errorf(codes.DeadlineExceeded, "clientlease: holder idle for %s", s.cfg.IdleTimeout)
+		case <-s.quit:
+			return status.Error(codes.Unavailable, errShuttingDown.Error())
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		idle.Reset(s.cfg.IdleTimeout)
 		if err := grpclimit.Refusal(req); err != nil { // the public server's codec refused it

@@ -280,3 +280,22 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 		time.Sleep(time.Millisecond) // polling a condition
 	}
 }
+
+func TestService_Shutdown_endsStreamsAndRefusesNewOnes(t *testing.T) {
+	f := start(t, clientlease.DefaultConfig(), nil)
+	s := f.open(t)
+	if _, err := exchange(t, s, ask(1000)); err != nil {
+		t.Fatal(err)
+	}
+	f.srv.Service.Shutdown()
+	f.srv.Service.Shutdown() // idempotent
+	if _, err := s.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("an open stream after Shutdown: %v, want UNAVAILABLE", err)
+	}
+	if _, err := exchange(t, f.open(t), &weirv1.HoldRequest{}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a new stream after Shutdown: %v, want UNAVAILABLE", err)
+	}
+	waitFor(t, 5*time.Second, func() bool { return f.srv.Service.Holders() == 0 })
+	var nilService *clientlease.Service
+	nilService.Shutdown()
+}

@@ -171,7 +171,7 @@ func ServeAt(t testing.TB, addr string, n *Node, cfg clientlease.Config, clk clo
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpc.WaitForHandlers(true)) // Stop waits for the Hold streams
 	weirv1.RegisterRateLimiterServer(gs, n)
 	clientlease.Register(gs, svc)
 	go gs.Serve(lis)

@@ -35,6 +35,7 @@ func (n *node) serveClientLeases(public grpc.ServiceRegistrar, cfg config, lim *
 		return err
 	}
 	clientlease.Register(public, svc)
+	n.leasesvc = svc // shutdown ends its streams before the public server drains
 	return nil
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/weirhq/weir/clientlease"
 	"github.com/weirhq/weir/envoyrls"
 	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
@@ -45,6 +46,7 @@ type node struct {
 	state    *state
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	leasesvc *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
 	regional regionWiring           // global limits shared with other regions: region.go
 	name     string                 // --node-name
@@ -264,6 +266,7 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 			}
 		}
 		n.shutdownAdmin(ctx)
+		n.leasesvc.Shutdown() // lease streams never end on their own
 		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
 			stopGRPC(ctx, s)
 		}
