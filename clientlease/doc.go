@@ -68,7 +68,8 @@
 // incarnation per process; pass a Relay that routes to the keys' current
 // owners and answers Busy for anything it cannot place; register the
 // service on the public gRPC server only (it never needs the peer plane's
-// credentials); metrics: weir_client_lease_holders,
+// credentials); call Shutdown before the server's GracefulStop, since a
+// lease stream never ends on its own; metrics: weir_client_lease_holders,
 // weir_client_lease_requests_total{result} and
 // weir_client_lease_items_total{outcome}. Service is safe for concurrent
 // use.
