@@ -69,10 +69,13 @@ const (
 // KeyUnknown it is nil. The slice must not be modified. Safe for concurrent
 // use; it allocates only to unescape a tenant value that needed escaping.
 func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
-	l, fields, ok := p.splitKey(key)
-	if !ok {
-		return nil, KeyUnknown
-	}
+	_, set, how := p.KeyLimit(key)
+	return set, how
+}
+
+// paramsOf is ParamsForKey for limit l of a key whose value fields are
+// fields.
+func (p *Policy) paramsOf(l *Limit, fields []string) ([]gcra.Limit, KeyMatch) {
 	li := p.keys.limitIndex[l]
 	if len(p.tenants) == 0 || p.tenantIdx < 0 {
 		return p.keys.paramSets[li][:1:1], KeyExact // the base profile; see indexParams
