@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
+	"github.com/weirhq/weir/memstore"
 )
 
 // fakeHandler answers every item with a result derived from it (Overall.TAT
@@ -163,4 +164,17 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 		}
 	}
 	return 0
+}
+
+// memHandler decides items in a memstore, as an owner does.
+type memHandler struct{ s *memstore.Store }
+
+func (h memHandler) HandleDecide(ctx context.Context, _ string, items []Item) []Result {
+	out := make([]Result, len(items))
+	for i, it := range items {
+		rs := make([]gcra.Result, len(it.Keys))
+		agg, err := h.s.Decide(ctx, it.Group, it.Keys, it.Limits, it.Cost, it.Now, rs)
+		out[i] = Result{Overall: agg, Results: rs, Err: err}
+	}
+	return out
 }

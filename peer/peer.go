@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 )
 
@@ -29,27 +30,10 @@ var (
 )
 
 // Item is one already-resolved composite decision forwarded to the owner of
-// its group. Keys and Limits pair up by index.
-type Item struct {
-	// Group is the rate-limit group (hash tag) that names the owner.
-	Group string
-	// Keys are the storage keys, one per limit.
-	Keys []string
-	// Limits are the GCRA parameters, one per key.
-	Limits []gcra.Limit
-	// Cost is the number of units the request costs.
-	Cost int64
-	// Now is the time in Unix nanoseconds the receiving node stamped on the
-	// request; the owner decides at this time.
-	Now int64
-	// Strict asks the owner to decide through Redis rather than in memory.
-	Strict bool
-	// Debt marks fallback debt rather than a decision: the sender admitted
-	// Cost units on every key by its failure policy while it could not
-	// reach the owner, and the owner charges them to the keys' state
-	// instead of deciding (see the cluster package).
-	Debt bool
-}
+// its group: the one request type, decide.Request. The wire carries its
+// group, keys, numbers, cost, stamp and flags; never its Defs, which the
+// owner fills from its own policy when it validates the item.
+type Item = decide.Request
 
 // Result is the owner's answer for one Item. Exactly one of three shapes:
 // a decision (Overall and Results, one per limit), NotOwner set (nothing was

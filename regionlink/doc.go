@@ -20,8 +20,8 @@
 //
 // Usage (cmd/node wires it when --region-peers is set):
 //
-//	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: cluster, Sender: regionlink.NewClient(peerCreds),
-//		Classify: classify, Group: policy.GroupOfKey}, logger, reg)
+//	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: routes, Sender: regionlink.NewClient(peerCreds),
+//		LimitName: limitName, Group: policy.GroupOfKey}, logger, reg)
 //	regionlink.Register(peerGRPCServer, link) // the node-to-node server only
 //	go link.Run(ctx)
 //	// after every ring change:

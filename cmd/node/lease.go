@@ -7,29 +7,50 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirhq/weir/cluster"
-	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/lease"
+	"github.com/weirhq/weir/leaselink"
+	"github.com/weirhq/weir/owner"
 )
 
-// enableLeases turns on leasing (cluster/lease.go): the node grants leases
-// on the peer plane and spends the ones it holds. Limits opt in through
-// the policy (`lease: {max, ttl}`), so without such a limit nothing
-// changes. The refresh loop runs until the node stops.
-func (n *node) enableLeases(ctx context.Context, cfg config, st *state, policies limiter.PolicySource, reg prometheus.Registerer) error {
-	deps := cluster.LeaseDeps{
-		Leaser: st.peers, Policies: policies, Now: st.now,
-		Incarnation: strconv.FormatInt(time.Now().UnixNano(), 36), // lease numbers restart with the process
+// enableLeases turns on leasing: the owner grants leases on the peer plane
+// (owner/grant.go) and the holder (leaselink) spends the ones this node
+// holds. Limits opt in through the policy (`lease: {max, ttl}`), so
+// without such a limit nothing changes. The refresh loop runs until the
+// node stops. Both sides are timed on the TATs' time base.
+func (n *node) enableLeases(ctx context.Context, cfg config, st *state, reg prometheus.Registerer) error {
+	// Lease numbers restart with the process.
+	name := cfg.NodeName + "#" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	base := timeBase{st.now}
+	gcfg := owner.GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: cfg.RedisTimeout, TimeBase: base}
+	gcfg.Grantor.Name = name
+	if err := st.owner.EnableLeases(gcfg, reg); err != nil {
+		return err
 	}
-	lcfg := cluster.DefaultLeaseConfig()
-	// A grant waits for its write-through as a first load waits for Redis;
-	// a refresh waits no longer than a forward may.
-	lcfg.WriteTimeout, lcfg.RPCTimeout = cfg.RedisTimeout, min(lcfg.RPCTimeout, cfg.ForwardTimeout)
-	if err := st.cluster.EnableLeases(lcfg, deps, reg); err != nil {
+	hcfg := leaselink.DefaultConfig()
+	hcfg.LocalName, hcfg.Holder.Name = cfg.NodeName, name
+	// A refresh waits no longer than a forward may.
+	hcfg.RPCTimeout = min(hcfg.RPCTimeout, cfg.ForwardTimeout)
+	var err error
+	st.leases, err = leaselink.New(hcfg, leaselink.Deps{Leaser: st.peers, Routes: st.routes, Grants: st.owner, Breakers: st.breakers, Clock: base}, n.logger, reg)
+	if err != nil {
 		return err
 	}
 	n.goBackground(func() error {
-		st.cluster.RunLeases(ctx)
+		st.leases.Run(ctx)
 		return nil
 	})
 	return nil
 }
+
+// timeBase is the node's TAT time base (the Redis clock, or the wall
+// clock without Redis) as a clock.Clock: Now reads it, durations and
+// timers are the real clock's.
+type timeBase struct{ now func() time.Time }
+
+var _ clock.Clock = timeBase{}
+
+func (b timeBase) Now() time.Time                       { return b.now() }
+func (b timeBase) Since(t time.Time) time.Duration      { return b.now().Sub(t) }
+func (timeBase) NewTimer(d time.Duration) clock.Timer   { return clock.Real().NewTimer(d) }
+func (timeBase) NewTicker(d time.Duration) clock.Ticker { return clock.Real().NewTicker(d) }
