@@ -5,8 +5,8 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/owner"
-	"github.com/weirhq/weir/policy"
 )
 
 // SetMembers installs a new membership (name -> peer gRPC address), rebuilds
@@ -67,7 +67,7 @@ func (f *Router) setMembersLocked(ctx context.Context, members map[string]string
 		return
 	}
 	f.deps.Owner.Drop(ctx, func(key string) bool {
-		group, _ := policy.GroupOfKey(key) // unescaped: the value decisions route by
+		group, _ := limitkey.Group(key) // unescaped: the value decisions route by
 		return f.routes.Owner(group) != f.local
 	})
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
-	"github.com/weirhq/weir/redisbackend"
 )
 
 // ErrRefused is wrapped by the per-item error a Validator answers for an
@@ -205,11 +205,11 @@ func (v *Validator) check(it *decide.Request, now int64, p *policy.Policy) (deci
 	if skew := it.Now - now; skew > v.cfg.MaxSkew.Nanoseconds() || skew < -v.cfg.MaxSkew.Nanoseconds() {
 		return decide.Request{}, "skew", fmt.Errorf("now %dns is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
 	}
-	tag := policy.GroupTag(it.Group)
+	tag := limitkey.GroupTag(it.Group)
 	out, cloned := *it, false
 	out.Defs = make([]*decide.Def, len(it.Keys)) // never the sender's: the wire carries none
 	for i, key := range it.Keys {
-		if got := redisbackend.HashTag(key); got != tag || tag == "" {
+		if got := limitkey.HashTag(key); got != tag || tag == "" {
 			return decide.Request{}, "group", fmt.Errorf("key %d has hash tag %q, not the item's group %q", i, got, it.Group)
 		}
 		lim, set, how := keyLimit(p, key)

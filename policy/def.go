@@ -34,10 +34,10 @@ func (p *Policy) buildDefs() {
 // (see ParamsForKey). The owner's validation of forwarded keys calls it
 // once per key. Safe for concurrent use.
 func (p *Policy) KeyLimit(key string) (*Limit, []gcra.Limit, KeyMatch) {
-	l, fields, ok := p.splitKey(key)
+	l, parts, ok := p.limitOfKey(key)
 	if !ok {
 		return nil, nil, KeyUnknown
 	}
-	set, how := p.paramsOf(l, fields)
+	set, how := p.paramsOf(l, parts)
 	return l, set, how
 }

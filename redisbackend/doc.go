@@ -25,9 +25,10 @@
 // which is why spans are bounded by [MaxSpan] (2^52 ns, about 52 days).
 //
 // The same code serves a single Redis and Redis Cluster through
-// redis.UniversalClient. A decision's keys must share one hash tag (the
-// tenant group, as in "rl:{tenant42}:user:7") so they live in one slot;
-// otherwise the call fails with [ErrCrossSlot] before anything is sent.
+// redis.UniversalClient. A decision's keys must share one hash tag
+// ([limitkey.HashTag]: the tenant group, as in "rl:{tenant42}:user:7") so
+// they live in one slot; otherwise the call fails with [ErrCrossSlot]
+// before anything is sent.
 //
 // Usage:
 //

@@ -21,7 +21,7 @@
 // Usage (cmd/node wires it when --region-peers is set):
 //
 //	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: routes, Sender: regionlink.NewClient(peerCreds),
-//		LimitName: limitName, Group: policy.GroupOfKey}, logger, reg)
+//		LimitName: limitName, Group: limitkey.Group}, logger, reg)
 //	regionlink.Register(peerGRPCServer, link) // the node-to-node server only
 //	go link.Run(ctx)
 //	// after every ring change:
@@ -30,6 +30,10 @@
 // Guaranteed names the part of a global limit the region holds whatever
 // happens elsewhere (its floor, or its fixed strict part): the node caps
 // failure-policy fallbacks of global keys at it (limiter.WithFallbackPart).
+//
+// Time: the reports' ticker and the Member's and the Home's readings
+// come from Deps.Clock (clock.Real by default), the time elapsed since
+// New; tests pass a clocktest.Manual and drive Run without sleeping.
 //
 // The caller's duties: pass the same Config.Shares in every region; call
 // RingChanged after every ring change, so a key whose owner moved is not

@@ -31,10 +31,10 @@ func serve(t *testing.T, h Handler) string {
 }
 
 func TestClient_Send_overGRPC(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
-	clk.advance(2 * testShares().TTL) // past the home's quiet period
+	clk.Advance(2 * testShares().TTL) // past the home's quiet period
 	addr := serve(t, eu)
 	c := NewClient(nil)
 	t.Cleanup(func() { c.Close() })
@@ -122,7 +122,7 @@ func pipe(in stdnet.Conn, target string) {
 // TestClient_Send_redialsAfterAStalledConnection: a connection that
 // stalled (packets dropped by a cut) is not reused once the link heals.
 func TestClient_Send_redialsAfterAStalledConnection(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	relay := newStallingRelay(t, serve(t, eu))
 	c := NewClient(nil)

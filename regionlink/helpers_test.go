@@ -12,15 +12,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/region"
 )
 
-// fakeClock is a monotonic clock tests move by hand.
-type fakeClock struct{ ns atomic.Int64 }
-
-func (c *fakeClock) now() int64              { return c.ns.Load() }
-func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+// newClock returns the manual clock the tests move by hand.
+func newClock() *clocktest.Manual { return clocktest.NewManual(time.Unix(1_700_000_000, 0)) }
 
 // net is an in-memory network of Links by address, which can cut
 // addresses off. Safe for concurrent use.
@@ -29,6 +27,8 @@ type net struct {
 	nodes map[string]*Link
 	down  map[string]bool
 	sent  atomic.Int64
+	// reports, if not nil, receives every report sent, before delivery.
+	reports chan region.Report
 }
 
 func newNet() *net { return &net{nodes: map[string]*Link{}, down: map[string]bool{}} }
@@ -38,6 +38,9 @@ func (n *net) Send(ctx context.Context, addr string, r region.Report, forwarded 
 	to, down := n.nodes[addr], n.down[addr]
 	n.mu.Unlock()
 	n.sent.Add(1)
+	if n.reports != nil {
+		n.reports <- r
+	}
 	if to == nil || down {
 		return region.Reply{}, fmt.Errorf("%s unreachable", addr)
 	}
@@ -111,12 +114,12 @@ func testShares() region.Config {
 
 // newLink returns the Link of node at addr in regionName on net n, with
 // owner giving the address of each group's owner in its region.
-func newLink(t *testing.T, n *net, clk *fakeClock, regionName, addr string, owner func(string) string) *Link {
+func newLink(t *testing.T, n *net, clk *clocktest.Manual, regionName, addr string, owner func(string) string) *Link {
 	t.Helper()
 	return newLinkReg(t, n, clk, regionName, addr, owner, prometheus.NewRegistry())
 }
 
-func newLinkReg(t *testing.T, n *net, clk *fakeClock, regionName, addr string, owner func(string) string, reg prometheus.Registerer) *Link {
+func newLinkReg(t *testing.T, n *net, clk *clocktest.Manual, regionName, addr string, owner func(string) string, reg prometheus.Registerer) *Link {
 	t.Helper()
 	peers := map[string]string{"eu": "eu-1", "us": "us-1"}
 	delete(peers, regionName)
@@ -124,7 +127,7 @@ func newLinkReg(t *testing.T, n *net, clk *fakeClock, regionName, addr string, o
 	cfg.Shares = testShares()
 	cfg.CallTimeout = cfg.Shares.Interval
 	l, err := New(cfg, Deps{Owners: owners{self: addr, owner: owner}, Sender: n, LimitName: limitName, Group: group,
-		Clock: clk.now, FirstSeq: 1}, nil, reg)
+		Clock: clk, FirstSeq: 1}, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func (l *Link) Handle(ctx context.Context, r region.Report, forwarded bool) (reg
 	}
 	if len(local.Items) > 0 {
 		l.homeMu.Lock()
-		got, err := l.home.Handle(l.deps.Clock(), local)
+		got, err := l.home.Handle(l.mono(), local)
 		l.homeMu.Unlock()
 		if err != nil { // check passed: only a bug gets here
 			return region.Reply{}, err
@@ -105,7 +105,7 @@ func forwardContext(ctx context.Context) (context.Context, context.CancelFunc) {
 func (l *Link) RingChanged() {
 	l.homeMu.Lock()
 	defer l.homeMu.Unlock()
-	l.home.Moved(l.deps.Clock(), func(key string) bool {
+	l.home.Moved(l.mono(), func(key string) bool {
 		group, _ := l.deps.Group(key)
 		_, mine := l.deps.Owners.RegionOwner(group)
 		return mine

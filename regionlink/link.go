@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/region"
@@ -46,14 +47,15 @@ type Deps struct {
 	// smaller than the number of regions go to the busiest regions
 	// (region.Home.SetBursts). Optional; safe for concurrent use.
 	Burst func(key string) int64
-	// Group returns the group a key belongs to (policy.GroupOfKey).
+	// Group returns the group a key belongs to (limitkey.Group).
 	Group func(key string) (string, bool)
-	// Clock is this process's monotonic clock in nanoseconds, what reports
-	// and grants are timed on; nil measures from New with time.Since.
-	Clock func() int64
+	// Clock times the reports and grants (as the time elapsed since New,
+	// Clock.Since of its reading then: monotonic with clock.Real) and
+	// makes Run's ticker. nil means clock.Real().
+	Clock clock.Clock
 	// FirstSeq numbers this process's reports from FirstSeq+1; 0 means the
-	// boot time in Unix nanoseconds, above any number an earlier run of
-	// this node used.
+	// boot time (Clock.Now) in Unix nanoseconds, above any number an
+	// earlier run of this node used.
 	FirstSeq uint64
 }
 
@@ -73,6 +75,8 @@ type Deps struct {
 type Link struct {
 	cfg     Config
 	deps    Deps
+	clk     clock.Clock // deps.Clock, or clock.Real()
+	start   time.Time   // clk's reading at New: mono counts from it
 	logger  *slog.Logger
 	metrics *metrics
 	window  int // demand buckets over the last second
@@ -100,7 +104,7 @@ type keyState struct {
 	offered  int64      // units offered this interval
 	hist     []int64    // units offered in each of the last intervals
 	pos      int
-	used     int64 // Clock of the last decision
+	used     int64 // mono of the last decision
 }
 
 // New returns a Link. It starts nothing: call Run for the reports.
@@ -114,14 +118,15 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	if deps.Clock == nil {
-		start := time.Now()
-		deps.Clock = func() int64 { return int64(time.Since(start)) }
+	clk := deps.Clock
+	if clk == nil {
+		clk = clock.Real()
 	}
+	start := clk.Now()
 	if deps.FirstSeq == 0 {
-		deps.FirstSeq = uint64(time.Now().UnixNano())
+		deps.FirstSeq = uint64(start.UnixNano())
 	}
-	now := deps.Clock()
+	now := int64(0) // mono at start
 	reporter := fmt.Sprintf("%s#%d", cfg.Node, deps.FirstSeq)
 	member, err := region.NewMember(cfg.Shares, cfg.Region, reporter, deps.FirstSeq)
 	if err != nil {
@@ -134,7 +139,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if deps.Burst != nil {
 		home.SetBursts(deps.Burst)
 	}
-	l := &Link{cfg: cfg, deps: deps, logger: logger, member: member, home: home, seed: maphash.MakeSeed(),
+	l := &Link{cfg: cfg, deps: deps, clk: clk, start: start, logger: logger, member: member, home: home, seed: maphash.MakeSeed(),
 		window: max(1, int((time.Second+cfg.Shares.Interval-1)/cfg.Shares.Interval))}
 	for i := range l.stripes {
 		l.stripes[i].keys = make(map[string]*keyState)
@@ -222,7 +227,7 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, defs []*decide
 	// The shares are read under the stripe, so that of two decisions of a
 	// key the later one never enforces an older share (lock order: stripe,
 	// then member).
-	mono := l.deps.Clock()
+	mono := l.mono()
 	shares := make([]region.Share, len(keys))
 	l.memberMu.Lock()
 	for i, k := range keys {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/region"
 )
@@ -30,7 +31,7 @@ func enforce(t *testing.T, l *Link, m tats, k string, cost, now int64) (gcra.Lim
 
 // rounds offers cost units on each key every interval and runs a round,
 // n times.
-func rounds(t *testing.T, clk *fakeClock, n int, cost int64, offers map[*Link][]string) {
+func rounds(t *testing.T, clk *clocktest.Manual, n int, cost int64, offers map[*Link][]string) {
 	t.Helper()
 	for range n {
 		for l, keys := range offers {
@@ -38,7 +39,7 @@ func rounds(t *testing.T, clk *fakeClock, n int, cost int64, offers map[*Link][]
 				enforce(t, l, tats{}, k, cost, 0)
 			}
 		}
-		clk.advance(testShares().Interval)
+		clk.Advance(testShares().Interval)
 		for l := range offers {
 			l.Round(context.Background())
 		}
@@ -55,7 +56,7 @@ func mustLimit(t *testing.T, s region.Share) gcra.Limit {
 }
 
 func TestLink_Enforce_nonGlobalLimitsPassThrough(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	m := tats{}
 	in := []gcra.Limit{g}
@@ -67,7 +68,7 @@ func TestLink_Enforce_nonGlobalLimitsPassThrough(t *testing.T) {
 }
 
 func TestLink_Enforce_floorUntilGrantedThenRescaled(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	m := tats{}
@@ -87,7 +88,7 @@ func TestLink_Enforce_floorUntilGrantedThenRescaled(t *testing.T) {
 	// up to the floor's burst.
 	now := int64(50 * time.Second)
 	m[k] = now + 5*want.Interval
-	clk.advance(testShares().TTL)
+	clk.Advance(testShares().TTL)
 	if lim, _ := enforce(t, l, m, k, 1, now); lim != floor {
 		t.Fatalf("after the grant expired: %+v, want the floor %+v", lim, floor)
 	}
@@ -102,7 +103,7 @@ func TestLink_Enforce_floorUntilGrantedThenRescaled(t *testing.T) {
 }
 
 func TestLink_Enforce_newEpochTakesTheKeyToBeAtTheFloor(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	rounds(t, clk, 12, 200, map[*Link][]string{l: {k}})
@@ -119,23 +120,23 @@ func TestLink_Enforce_newEpochTakesTheKeyToBeAtTheFloor(t *testing.T) {
 }
 
 func TestLink_Round_demandFollowsOffers(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	for range 10 { // 100 units every 100ms: 1,000/s, all of g's rate
 		enforce(t, l, tats{}, k, 100, 0)
-		clk.advance(testShares().Interval)
-		l.rollDemand(clk.now())
+		clk.Advance(testShares().Interval)
+		l.rollDemand(l.mono())
 	}
 	enforce(t, l, tats{}, k, 50, 0)
-	d := l.rollDemand(clk.now())
+	d := l.rollDemand(l.mono())
 	if got := d[k]; math.Abs(got-0.95) > 1e-9 {
 		t.Fatalf("demand %v, want 0.95 (950 units over the last second of a 1,000/s limit)", got)
 	}
 }
 
 func TestLink_twoRegions_sharesFollowDemandAndFallToTheFloorWhenCut(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
@@ -145,7 +146,7 @@ func TestLink_twoRegions_sharesFollowDemandAndFallToTheFloorWhenCut(t *testing.T
 		t.Fatalf("us, the only demand: %+v, want %+v", lim, want)
 	}
 	eu.homeMu.Lock()
-	reserved := eu.home.Reserved(k, clk.now())
+	reserved := eu.home.Reserved(k, eu.mono())
 	eu.homeMu.Unlock()
 	if reserved > region.Whole {
 		t.Fatalf("Σ reserved %d > Whole", reserved)
@@ -164,7 +165,7 @@ func TestLink_twoRegions_sharesFollowDemandAndFallToTheFloorWhenCut(t *testing.T
 }
 
 func TestLink_Handle_forwardsToTheOwnerInsideTheHomeRegion(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	other := keyHomedIn(t, "eu", 1)
 	ownerOf := func(grp string) string { // k on eu-2, the rest on eu-1
@@ -189,7 +190,7 @@ func TestLink_Handle_forwardsToTheOwnerInsideTheHomeRegion(t *testing.T) {
 }
 
 func TestLink_Handle_refusesBadReportsWhole(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-2" }) // would forward everything
 	good := region.Report{From: "us", Reporter: "us-1#1", Home: "eu", Seq: 1, Items: []region.Demand{{Key: k, Demand: 0.5}}}
@@ -220,7 +221,7 @@ func TestLink_Handle_refusesBadReportsWhole(t *testing.T) {
 }
 
 func TestLink_RingChanged_newlyOwnedKeysGetTheFloorForTTLPlusGrace(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	owner := "eu-2"
 	ownerOf := func(string) string { return owner }
@@ -240,7 +241,7 @@ func TestLink_RingChanged_newlyOwnedKeysGetTheFloorForTTLPlusGrace(t *testing.T)
 	got := func() region.Share {
 		us.memberMu.Lock()
 		defer us.memberMu.Unlock()
-		return us.member.Share(k, clk.now())
+		return us.member.Share(k, us.mono())
 	}
 	if s := got(); s != testShares().Floor {
 		t.Fatalf("900ms after the move: share %d, want the floor %d", s, testShares().Floor)
@@ -252,7 +253,7 @@ func TestLink_RingChanged_newlyOwnedKeysGetTheFloorForTTLPlusGrace(t *testing.T)
 }
 
 func TestLink_StrictLimits_fixedEqualPartOfGlobalKeys(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	plain := gcra.Limit{Interval: 7, Burst: 3}
 	in := []gcra.Limit{g, plain}
@@ -270,7 +271,7 @@ func TestLink_StrictLimits_fixedEqualPartOfGlobalKeys(t *testing.T) {
 // holds whatever happens elsewhere is its floor of a fast global limit,
 // and its fixed part of a strict one; a part of no unit is refused.
 func TestLink_Guaranteed_floorForFastFixedPartForStrict(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	if got, ok := l.Guaranteed(g, false); !ok || got != mustLimit(t, testShares().Floor) {
 		t.Fatalf("fast: %+v %v, want the floor's limit %+v", got, ok, mustLimit(t, testShares().Floor))
@@ -296,7 +297,7 @@ func TestLink_Guaranteed_floorForFastFixedPartForStrict(t *testing.T) {
 // reported, and the key stayed at its floor, denied, forever). From that
 // demand the home gives us the unit, and us admits.
 func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
@@ -311,7 +312,7 @@ func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
 	}
 	for range 20 { // past the home's quiet period (TTL), and a few grants
 		decide()
-		clk.advance(testShares().Interval)
+		clk.Advance(testShares().Interval)
 		us.Round(context.Background())
 		eu.Round(context.Background())
 	}
@@ -319,7 +320,7 @@ func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
 	if !ok || lim.Burst != 1 {
 		t.Fatalf("after 2s of demand: %+v ok %v, want the unit", lim, ok)
 	}
-	if d := us.rollDemand(clk.now()); d[k] <= 0 {
+	if d := us.rollDemand(us.mono()); d[k] <= 0 {
 		t.Fatalf("demand %v, want the units offered though denied", d[k])
 	}
 }
@@ -331,7 +332,7 @@ func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
 // the limit it last held would find it rested, one unit more than the
 // regions together may admit.
 func TestLink_Enforce_unitRegainedStartsEmpty(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k := keyHomedIn(t, "eu", 0)
 	eu := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
@@ -343,7 +344,7 @@ func TestLink_Enforce_unitRegainedStartsEmpty(t *testing.T) {
 		return out[0], ok
 	}
 	round := func() {
-		clk.advance(testShares().Interval)
+		clk.Advance(testShares().Interval)
 		us.Round(context.Background())
 		eu.Round(context.Background())
 	}

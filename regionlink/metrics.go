@@ -74,7 +74,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	byLimit := func(key string) string {
 		return label(l.deps.LimitName(key))
 	}
-	now := l.deps.Clock()
+	now := l.mono()
 	l.memberMu.Lock()
 	ms := l.member.Stats(now, byLimit)
 	l.memberMu.Unlock()

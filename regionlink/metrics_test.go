@@ -14,7 +14,7 @@ import (
 )
 
 func TestLink_metrics_perLimitNeverPerKey(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	k, k2 := keyHomedIn(t, "eu", 0), keyHomedIn(t, "eu", 1)
 	euReg, usReg := prometheus.NewRegistry(), prometheus.NewRegistry()
 	newLinkReg(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" }, euReg)
@@ -85,7 +85,7 @@ func gaugeFrom(t *testing.T, reg *prometheus.Registry, name string, labels ...st
 // several goroutines while rounds, reports and scrapes run, for the race
 // detector, and checks every decision got a usable limit.
 func TestLink_concurrentDecisionsAndRounds(t *testing.T) {
-	n, clk := newNet(), &fakeClock{}
+	n, clk := newNet(), newClock()
 	reg := prometheus.NewRegistry()
 	eu := newLinkReg(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" }, reg)
 	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
@@ -107,7 +107,7 @@ func TestLink_concurrentDecisionsAndRounds(t *testing.T) {
 		})
 	}
 	for range 20 {
-		clk.advance(testShares().Interval)
+		clk.Advance(testShares().Interval)
 		eu.Round(context.Background())
 		us.Round(context.Background())
 		if _, err := reg.Gather(); err != nil {

@@ -3,7 +3,6 @@ package regionlink
 import (
 	"context"
 	"sync"
-	"time"
 
 	"github.com/weirhq/weir/region"
 )
@@ -13,24 +12,28 @@ import (
 // idle keys and expired grants, until ctx ends. Run it once, for the life
 // of the node.
 func (l *Link) Run(ctx context.Context) error {
-	t := time.NewTicker(l.cfg.Shares.Interval)
+	t := l.clk.NewTicker(l.cfg.Shares.Interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-t.C():
 			l.Round(ctx)
 		}
 	}
 }
+
+// mono is the time since New in nanoseconds, what the Member and the Home
+// are timed on.
+func (l *Link) mono() int64 { return int64(l.clk.Since(l.start)) }
 
 // Round runs one reporting round: it closes the current demand interval,
 // sends one report per home region (its own region's to itself, without
 // the network) and applies the replies that arrive within CallTimeout. It
 // returns when every report has been answered or given up on.
 func (l *Link) Round(ctx context.Context) {
-	mono := l.deps.Clock()
+	mono := l.mono()
 	demand := l.rollDemand(mono)
 	l.memberMu.Lock()
 	reps, err := l.member.Reports(mono, demand)
@@ -45,7 +48,7 @@ func (l *Link) Round(ctx context.Context) {
 	}
 	wg.Wait()
 	l.homeMu.Lock()
-	l.home.Sweep(l.deps.Clock())
+	l.home.Sweep(l.mono())
 	l.homeMu.Unlock()
 }
 
@@ -68,7 +71,7 @@ func (l *Link) deliver(ctx context.Context, rep region.Report) {
 		return
 	}
 	l.memberMu.Lock()
-	n, err := l.member.Apply(l.deps.Clock(), reply)
+	n, err := l.member.Apply(l.mono(), reply)
 	l.memberMu.Unlock()
 	if err != nil {
 		l.metrics.reports.WithLabelValues(rep.Home, "misaddressed").Inc()

@@ -65,5 +65,10 @@
 // the rare case that it lands after the retry, Redis holds the older
 // value until the next mark of that key is flushed.
 //
+// Two clocks: New's now is the TATs' time base (Redis time), stamped on
+// each batch; the pauses between flushes and the retry backoff wait on a
+// clock.Clock, the real one unless [WithClock] passes another (tests use
+// a clocktest.Manual and never sleep).
+//
 // A Writer is safe for concurrent use.
 package writebehind

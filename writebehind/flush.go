@@ -19,14 +19,14 @@ var errNoClock = errors.New("writebehind: clock returned a non-positive time")
 // final best-effort flush bounded by Timeout and returns its error, or nil.
 // Run blocks; start it in its own goroutine.
 func (w *Writer) Run(ctx context.Context) error {
-	timer := time.NewTimer(w.cfg.FlushInterval)
+	timer := w.clk.NewTimer(w.cfg.FlushInterval)
 	defer timer.Stop()
 	var delay time.Duration // the current backoff; 0 while healthy
 	for {
 		select {
 		case <-ctx.Done():
 			return w.finalFlush(ctx)
-		case <-timer.C:
+		case <-timer.C():
 		}
 		if err := w.flushOnce(ctx, nil); err != nil && ctx.Err() == nil {
 			delay = w.nextBackoff(delay)
@@ -90,12 +90,12 @@ func (w *Writer) flushUntil(ctx context.Context, match func(string) bool) error 
 			return fmt.Errorf("writebehind: flush: %w", errors.Join(ctx.Err(), err))
 		}
 		delay = w.nextBackoff(delay)
-		t := time.NewTimer(delay)
+		t := w.clk.NewTimer(delay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("writebehind: flush: %w", errors.Join(ctx.Err(), err))
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/writebehind"
 )
@@ -109,9 +110,9 @@ func testConfig() writebehind.Config {
 	return cfg
 }
 
-func newWriter(t testing.TB, cfg writebehind.Config, sink writebehind.Sink, now func() int64, reg prometheus.Registerer) *writebehind.Writer {
+func newWriter(t testing.TB, cfg writebehind.Config, sink writebehind.Sink, now func() int64, reg prometheus.Registerer, opts ...writebehind.Option) *writebehind.Writer {
 	t.Helper()
-	w, err := writebehind.New(cfg, sink, now, nil, reg)
+	w, err := writebehind.New(cfg, sink, now, nil, reg, opts...)
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
@@ -148,4 +149,31 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		<-time.After(time.Millisecond)
 	}
+}
+
+// newManual returns a manual clock for a Writer's timers.
+func newManual() *clocktest.Manual { return clocktest.NewManual(time.Unix(1_700_000_000, 0)) }
+
+// waitArmed waits until the Writer's Run (the only user of clk) has armed
+// its timer, that is, finished its last flush, and returns the delay the
+// timer waits, from now.
+func waitArmed(t *testing.T, clk *clocktest.Manual) time.Duration {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := clk.WaitForTimers(ctx, 1); err != nil {
+		t.Fatalf("Run armed no timer: %v", err)
+	}
+	return clk.Timers()[0].Sub(clk.Now())
+}
+
+// fireRun waits until Run has armed its timer, moves clk to its deadline
+// and waits until the flush that fires has finished (Run arms the timer
+// again). It returns the delay the timer waited.
+func fireRun(t *testing.T, clk *clocktest.Manual) time.Duration {
+	t.Helper()
+	d := waitArmed(t, clk)
+	clk.Advance(d)
+	waitArmed(t, clk)
+	return d
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/redisbackend"
 )
 
@@ -61,6 +62,7 @@ type Writer struct {
 	cfg    Config
 	sink   Sink
 	now    func() int64
+	clk    clock.Clock // times Run's flushes and the retry backoff
 	logger *slog.Logger
 	m      *metrics
 	seed   maphash.Seed
@@ -88,7 +90,9 @@ type Writer struct {
 // discarded) receives flush failures and recoveries, once per transition.
 //
 // The Writer starts no goroutine: call [Writer.Run] to flush periodically.
-func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prometheus.Registerer) (*Writer, error) {
+// Its flush interval and retry backoff run on clock.Real unless an option
+// says otherwise ([WithClock]).
+func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -102,9 +106,13 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 		cfg:    cfg,
 		sink:   sink,
 		now:    now,
+		clk:    clock.Real(),
 		logger: logger,
 		seed:   maphash.MakeSeed(),
 		sem:    make(chan struct{}, 1),
+	}
+	for _, o := range opts {
+		o(w)
 	}
 	for i := range w.shards {
 		w.shards[i].dirty = make(map[string]int64)
@@ -115,6 +123,21 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 	}
 	w.m = m
 	return w, nil
+}
+
+// Option changes a Writer's defaults in [New].
+type Option func(*Writer)
+
+// WithClock makes the Writer wait on clk's timers: Run's pause between
+// flushes and the backoff of Run, Flush and FlushKeys after a failure.
+// Tests pass a clocktest.Manual. nil keeps clock.Real. It is not the TATs'
+// time base, which is New's now.
+func WithClock(clk clock.Clock) Option {
+	return func(w *Writer) {
+		if clk != nil {
+			w.clk = clk
+		}
+	}
 }
 
 // Mark records that key's TAT is now tat (nanoseconds, same time base as

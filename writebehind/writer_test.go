@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/writebehind"
 )
@@ -203,7 +204,8 @@ func TestWriter_Run_sinkRecoversNothingLost(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	sink := newFakeSink()
 	sink.setFailing(true)
-	w := newWriter(t, testConfig(), sink, newFakeNow(1).Now, reg)
+	clk := newManual()
+	w := newWriter(t, writebehind.DefaultConfig(), sink, newFakeNow(1).Now, reg, writebehind.WithClock(clk))
 	stop := runWriter(t, w)
 
 	want := map[string]int64{}
@@ -212,20 +214,25 @@ func TestWriter_Run_sinkRecoversNothingLost(t *testing.T) {
 		want[k] = int64(i)
 		w.Mark(k, int64(i))
 	}
-	waitFor(t, "three failed flushes", func() bool {
-		_, _, calls := sink.snapshot()
-		return calls >= 3
-	})
+	for range 3 { // three failed flushes, one call each (500 keys < MaxBatch)
+		fireRun(t, clk)
+	}
+	if _, _, calls := sink.snapshot(); calls != 3 {
+		t.Fatalf("%d sink calls after three flushes, want 3", calls)
+	}
 	for i := 2000; i < 3000; i++ { // keep marking while Redis is down
 		k := fmt.Sprintf("k%d", i%700)
 		want[k] = int64(i)
 		w.Mark(k, int64(i))
 	}
-	if got := w.Pending(); got < 700 {
+	if got := w.Pending(); got != 700 {
 		t.Errorf("pending while failing = %d, want all 700 keys", got)
 	}
 	sink.setFailing(false)
-	waitFor(t, "backlog drained", func() bool { return w.Pending() == 0 })
+	fireRun(t, clk)
+	if got := w.Pending(); got != 0 {
+		t.Errorf("pending after the first flush since recovery = %d, want 0", got)
+	}
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -238,8 +245,8 @@ func TestWriter_Run_sinkRecoversNothingLost(t *testing.T) {
 			t.Errorf("%s = %d, want %d", k, stored[k], v)
 		}
 	}
-	if got := metricValue(t, reg, "weir_writebehind_flushes_total", "error"); got < 3 {
-		t.Errorf("failed flushes = %g, want >= 3", got)
+	if got := metricValue(t, reg, "weir_writebehind_flushes_total", "error"); got != 3 {
+		t.Errorf("failed flushes = %g, want 3", got)
 	}
 	if got := metricValue(t, reg, "weir_writebehind_tats_written_total", ""); got < float64(len(want)) {
 		t.Errorf("written = %g, want >= %d", got, len(want))
@@ -253,7 +260,7 @@ func TestWriter_FlushKeys_onlyMatching(t *testing.T) {
 		w.Mark(fmt.Sprintf("rl:{a}:%d", i), 10)
 		w.Mark(fmt.Sprintf("rl:{b}:%d", i), 20)
 	}
-	inA := func(k string) bool { return redisbackend.HashTag(k) == "a" }
+	inA := func(k string) bool { return limitkey.HashTag(k) == "a" }
 	if err := w.FlushKeys(t.Context(), inA); err != nil {
 		t.Fatal(err)
 	}
@@ -301,13 +308,12 @@ func TestWriter_FlushKeys_retriesUntilContextEnds(t *testing.T) {
 }
 
 func TestWriter_Run_finalFlushOnCancel(t *testing.T) {
-	cfg := testConfig()
-	cfg.FlushInterval = time.Hour // only the final flush can store anything
-	cfg.MaxBackoff = time.Hour
 	sink := newFakeSink()
-	w := newWriter(t, cfg, sink, newFakeNow(1).Now, nil)
+	clk := newManual() // never moved: only the final flush can store anything
+	w := newWriter(t, writebehind.DefaultConfig(), sink, newFakeNow(1).Now, nil, writebehind.WithClock(clk))
 	stop := runWriter(t, w)
 	w.Mark("k", 42)
+	waitArmed(t, clk)
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -317,18 +323,18 @@ func TestWriter_Run_finalFlushOnCancel(t *testing.T) {
 }
 
 func TestWriter_Run_finalFlushFailureReported(t *testing.T) {
-	cfg := testConfig()
-	cfg.FlushInterval = time.Hour
-	cfg.MaxBackoff = time.Hour
-	cfg.Timeout = 20 * time.Millisecond
+	cfg := writebehind.DefaultConfig()
+	cfg.Timeout = 20 * time.Millisecond // a real context deadline
 	sink := newFakeSink()
 	sink.setHook(func(ctx context.Context, _ []redisbackend.TAT) error {
 		<-ctx.Done() // a hung Redis
 		return ctx.Err()
 	})
-	w := newWriter(t, cfg, sink, newFakeNow(1).Now, nil)
+	clk := newManual() // never moved: only the final flush calls the sink
+	w := newWriter(t, cfg, sink, newFakeNow(1).Now, nil, writebehind.WithClock(clk))
 	stop := runWriter(t, w)
 	w.Mark("k", 42)
+	waitArmed(t, clk)
 	err := stop()
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("run = %v, want the final flush's timeout", err)

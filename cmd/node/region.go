@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -114,7 +115,7 @@ func (n *node) openRegions(cfg config, routes regionlink.Owners, policies limite
 	}
 	client := regionlink.NewClient(n.peerClientCredentials(cfg))
 	n.closers = append(n.closers, client.Close)
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: client, LimitName: limitName, Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: client, LimitName: limitName, Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -124,15 +125,11 @@ func (n *node) openRegions(cfg config, routes regionlink.Owners, policies limite
 }
 
 // limitName is regionlink.Deps.LimitName: the limit-name field of a key
-// (see policy.Resolve for the key's shape), "" for a key of another shape.
-// Only metrics and the grants a home counts call it; decisions carry their
-// limits' identities.
+// (limitkey.LimitName), "" for a key of another shape. Only metrics and
+// the grants a home counts call it; decisions carry their limits'
+// identities.
 func limitName(key string) string {
-	_, rest, ok := strings.Cut(key, "}:")
-	if !ok {
-		return ""
-	}
-	name, _, _ := strings.Cut(rest, ":")
+	name, _ := limitkey.LimitName(key)
 	return name
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/forward"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer/peertest"
@@ -81,7 +82,7 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 		}
 		routes := forward.NewRoutes(node, rg)
 		link, err := regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: cutOffSender{},
-			LimitName: limitName, Group: policy.GroupOfKey}, nil, prometheus.NewRegistry())
+			LimitName: limitName, Group: limitkey.Group}, nil, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
