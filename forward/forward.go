@@ -59,8 +59,11 @@ type Leases interface {
 }
 
 var (
-	_ Owner  = (*owner.Owner)(nil)
-	_ Leases = (*leaselink.Link)(nil)
+	_ Owner            = (*owner.Owner)(nil)
+	_ Leases           = (*leaselink.Link)(nil)
+	_ owner.Ring       = (*Routes)(nil)
+	_ leaselink.Routes = (*Routes)(nil)
+	_ leaselink.Grants = (*owner.Owner)(nil)
 )
 
 // Deps are the parts a Router works with.

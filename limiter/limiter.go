@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
@@ -99,7 +100,8 @@ func (c Config) Validate() error {
 type Limiter struct {
 	policies PolicySource
 	store    Store
-	now      func() time.Time
+	now      func() time.Time // stamps requests (WithClock); clk.Now by default
+	clk      clock.Clock      // measures decision latency
 	metrics  *metrics
 	denied   *deniedLog
 	local    *memstore.Store // state for on_failure: local decisions
@@ -143,9 +145,12 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	}
 	local := memstore.DefaultConfig()
 	local.MaxKeys = cfg.FallbackMaxKeys
-	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(local), members: func() int { return 1 }}
+	l := &Limiter{policies: policies, store: store, clk: clock.Real(), local: memstore.New(local), members: func() int { return 1 }}
 	for _, o := range opts {
 		o(l)
+	}
+	if l.now == nil {
+		l.now = l.clk.Now
 	}
 	l.debtor, _ = store.(FallbackDebtor)
 	l.hinter, _ = store.(WaitHinter)
@@ -183,7 +188,7 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 // the failure policy (reason "store_failed"), so that it stays this
 // request's: DecideBatch uses it.
 func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, limits []LimitDecision, cost, now int64, lenient bool) (Decision, error) {
-	start := time.Now()
+	start := l.clk.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
 		l.metrics.unmatched.Inc()
@@ -198,7 +203,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
 	l.record(p, matches, &d, now)
-	l.metrics.latency.Observe(time.Since(start).Seconds())
+	l.metrics.latency.Observe(l.clk.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
 	}

@@ -99,6 +99,11 @@ type WriteBehind interface {
 	Flush(ctx context.Context) error
 }
 
+var (
+	_ Redis  = (*redisbackend.Backend)(nil)
+	_ Strict = (*redisbackend.StrictQueue)(nil)
+)
+
 // Deps are the parts an Owner works with. Redis, Strict and WriteBehind
 // are all nil when no Redis is configured, or all set.
 type Deps struct {

@@ -178,6 +178,8 @@ func (n *node) ringChanged() {
 	}
 }
 
+var _ owner.Regions = (*regionlink.Link)(nil)
+
 // regionWiring is the node's region link (nil without --region-peers).
 type regionWiring struct {
 	link *regionlink.Link

@@ -117,6 +117,8 @@ func (n *node) openState(ctx context.Context, cfg config, policies limiter.Polic
 	return st, nil
 }
 
+var _ owner.WriteBehind = (*writebehind.Writer)(nil)
+
 // maxStrictBatch caps the strict decisions in one Redis pipeline.
 const maxStrictBatch = 256
 
