@@ -68,5 +68,9 @@
 //   - StoreTATs overwrites unconditionally: only a key's current owner may
 //     call it.
 //
+// Tests of code that uses LoadTATs, StoreTATs and DecidePipelined through
+// an interface of its own can use redistest.Memory, an in-memory twin held
+// to a Backend on a real redis-server by a conformance test.
+//
 // A Backend is safe for concurrent use and keeps no state between calls.
 package redisbackend

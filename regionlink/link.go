@@ -28,7 +28,9 @@ type Owners interface {
 
 // Sender carries a report to the node at addr and returns its reply: to a
 // node of another region, or to the owner of some of the report's keys
-// inside this region (forwarded). Safe for concurrent use.
+// inside this region (forwarded). Safe for concurrent use. peer.Client
+// (and peertest's Network.Reporter) implements it; this package owns the
+// interface so that it needs no transport.
 type Sender interface {
 	Send(ctx context.Context, addr string, r region.Report, forwarded bool) (region.Reply, error)
 }

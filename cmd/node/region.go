@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/owner"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
 	"github.com/weirhq/weir/regionlink"
@@ -106,16 +107,15 @@ func (r regions) policyCheck(own, node string) func(*policy.Policy) ([]string, e
 	}
 }
 
-// openRegions builds the region link when --region-peers is set, routing
-// reports through routes (built before it: no late binding).
-func (n *node) openRegions(cfg config, routes regionlink.Owners, policies limiter.PolicySource, reg prometheus.Registerer) error {
+// openRegions builds the region link when --region-peers is set, sending
+// its reports with the node's peer client and routing them through routes
+// (built before it: no late binding).
+func (n *node) openRegions(cfg config, routes regionlink.Owners, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) error {
 	lcfg, on, err := cfg.regions.linkConfig(cfg.Region, cfg.NodeName)
 	if err != nil || !on {
 		return err
 	}
-	client := regionlink.NewClient(n.peerClientCredentials(cfg))
-	n.closers = append(n.closers, client.Close)
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: client, LimitName: limitName, Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: peers, LimitName: limitName, Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}

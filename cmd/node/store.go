@@ -44,13 +44,28 @@ type state struct {
 	gossip     atomic.Pointer[membership.Membership]
 }
 
+// openPeers builds the node's one peer client: forwards, leases and
+// region reports to a node share its connection, with the peer mTLS
+// credentials.
+func (n *node) openPeers(cfg config, reg prometheus.Registerer) (*peer.Client, error) {
+	pcfg := peer.DefaultClientConfig()
+	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
+	pcfg.TLS = n.peerClientCredentials(cfg)
+	peers, err := peer.NewClient(pcfg, n.logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, peers.Close)
+	return peers, nil
+}
+
 // openState builds owner memory, the optional Redis persistence (backend,
 // strict queue, write-behind, Redis clock), the ring and its routes, the
-// peer client, the region link, the owner, the lease holder and the router
-// that ties them together, in that order: each is built after what it
-// reads, so nothing is bound late. A node without --join is a cluster of
-// one.
-func (n *node) openState(ctx context.Context, cfg config, policies limiter.PolicySource, reg prometheus.Registerer) (*state, error) {
+// region link, the owner, the lease holder and the router that ties them
+// and the peer client together, in that order: each is built after what
+// it reads, so nothing is bound late. A node without --join is a cluster
+// of one.
+func (n *node) openState(ctx context.Context, cfg config, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) (*state, error) {
 	mem := memstore.New(memstoreConfig(cfg.Bounds))
 	registerMemstoreMetrics(mem, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -84,14 +99,8 @@ func (n *node) openState(ctx context.Context, cfg config, policies limiter.Polic
 	}
 	st.routes = forward.NewRoutes(cfg.NodeName, st.ring)
 	deps.Ring = st.routes
-	pcfg := peer.DefaultClientConfig()
-	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
-	pcfg.TLS = n.peerClientCredentials(cfg)
-	if st.peers, err = peer.NewClient(pcfg, n.logger, reg); err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, st.peers.Close)
-	if err := n.openRegions(cfg, st.routes, policies, reg); err != nil {
+	st.peers = peers
+	if err := n.openRegions(cfg, st.routes, policies, peers, reg); err != nil {
 		return nil, err
 	}
 	deps.Regions = n.regionsDep()
