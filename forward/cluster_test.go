@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/breaker"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/owner"
@@ -175,7 +176,7 @@ type timeoutForwarder struct {
 	timeout time.Duration
 }
 
-func (f timeoutForwarder) Decide(ctx context.Context, addr string, it peer.Item) (peer.Result, error) {
+func (f timeoutForwarder) Decide(ctx context.Context, addr string, it decide.Request) (peer.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	return f.Forwarder.Decide(ctx, addr, it)
@@ -199,9 +200,9 @@ func TestRouter_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	if d := tc.decide(owner, hot); d.Fallback != nil || !d.Allowed {
 		t.Fatalf("warm-up: %+v", d)
 	}
-	item := func(user string) peer.Item {
+	item := func(user string) decide.Request {
 		keys := []string{"weir:{t1}:per-user:t1:" + user, "weir:{t1}:per-tenant:t1"}
-		return peer.Item{Group: "t1", Keys: keys, Limits: []gcra.Limit{perUser, {Interval: 10_000_000, Burst: 20}},
+		return decide.Request{Group: "t1", Keys: keys, Limits: []gcra.Limit{perUser, {Interval: 10_000_000, Burst: 20}},
 			Cost: 1, Now: tc.clock.Nanos()}
 	}
 	tc.redis.Pause()
@@ -211,7 +212,7 @@ func TestRouter_slowRedisOwnerStillAnswersInTime(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
-	rs := node.HandleDecide(ctx, "node-x", []peer.Item{item("cold"), item("u1")})
+	rs := node.HandleDecide(ctx, "node-x", []decide.Request{item("cold"), item("u1")})
 	if took := time.Since(start); took >= deadline {
 		t.Fatalf("owner answered after %s; the sender gives up at %s", took, deadline)
 	}

@@ -21,7 +21,7 @@ import (
 // The sender side is debtTable: bounded, per (group, key), and flushed to an
 // owner right after a forward to that owner succeeds (or, for groups this
 // node owns, after one of its own decisions succeeds). A flush runs in its
-// own goroutine, one per owner at a time, and sends one peer.Item with
+// own goroutine, one per owner at a time, and sends one decide.Request with
 // Debt set per key; peer.Client coalesces them into batches. Units that
 // cannot be delivered go back into the table for the next flush.
 //

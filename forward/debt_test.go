@@ -7,9 +7,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
-	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 )
 
@@ -133,8 +133,8 @@ func TestRouter_debtBeyondTheSpanIsForgiven(t *testing.T) {
 	}
 }
 
-func debtItem(key string, units, now int64) peer.Item {
-	return peer.Item{Group: "t1", Keys: []string{key}, Limits: []gcra.Limit{perUser}, Cost: units, Now: now, Debt: true}
+func debtItem(key string, units, now int64) decide.Request {
+	return decide.Request{Group: "t1", Keys: []string{key}, Limits: []gcra.Limit{perUser}, Cost: units, Now: now, Debt: true}
 }
 
 func TestDebtTable_boundsEntriesAndUnits(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/peer"
 )
@@ -95,7 +96,7 @@ type delayHandler struct {
 	d time.Duration
 }
 
-func (h delayHandler) HandleDecide(ctx context.Context, from string, items []peer.Item) []peer.Result {
+func (h delayHandler) HandleDecide(ctx context.Context, from string, items []decide.Request) []peer.Result {
 	t := time.NewTimer(h.d)
 	defer t.Stop()
 	select {
@@ -209,7 +210,7 @@ func TestRouter_shortDeadlineFallsBackBeforeIt(t *testing.T) {
 // forward's deadline passes, but the goroutine notices only stall later.
 type stallingForwarder struct{ stall time.Duration }
 
-func (f stallingForwarder) Decide(ctx context.Context, _ string, _ peer.Item) (peer.Result, error) {
+func (f stallingForwarder) Decide(ctx context.Context, _ string, _ decide.Request) (peer.Result, error) {
 	<-ctx.Done()
 	t := time.NewTimer(f.stall)
 	defer t.Stop()

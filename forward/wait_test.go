@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/peer"
 )
@@ -88,10 +89,10 @@ func TestRouter_DecideBatch_failingOwnerAffectsOnlyItsItems(t *testing.T) {
 // that sends a forward after its caller gave up.
 type keptForwarder struct {
 	mu    sync.Mutex
-	items []peer.Item
+	items []decide.Request
 }
 
-func (f *keptForwarder) Decide(ctx context.Context, _ string, it peer.Item) (peer.Result, error) {
+func (f *keptForwarder) Decide(ctx context.Context, _ string, it decide.Request) (peer.Result, error) {
 	f.mu.Lock()
 	f.items = append(f.items, it)
 	f.mu.Unlock()

@@ -29,13 +29,7 @@ var (
 	ErrRemote = errors.New("peer: owner error")
 )
 
-// Item is one already-resolved composite decision forwarded to the owner of
-// its group: the one request type, decide.Request. The wire carries its
-// group, keys, numbers, cost, stamp and flags; never its Defs, which the
-// owner fills from its own policy when it validates the item.
-type Item = decide.Request
-
-// Result is the owner's answer for one Item. Exactly one of three shapes:
+// Result is the owner's answer for one forwarded decide.Request. Exactly one of three shapes:
 // a decision (Overall and Results, one per limit), NotOwner set (nothing was
 // decided), or Err set (nothing was committed).
 type Result struct {
@@ -59,7 +53,7 @@ type Result struct {
 // this node owns, Result.NotOwner for the others. from is the sending
 // node's name as it reported it. It is called concurrently.
 type Handler interface {
-	HandleDecide(ctx context.Context, from string, items []Item) []Result
+	HandleDecide(ctx context.Context, from string, items []decide.Request) []Result
 }
 
 // Forwarder sends one item to the node at addr and returns its answer. The
@@ -68,7 +62,7 @@ type Handler interface {
 // in Result with a nil error. Client and peertest's in-memory network
 // implement it; consumers should depend on this interface.
 type Forwarder interface {
-	Decide(ctx context.Context, addr string, it Item) (Result, error)
+	Decide(ctx context.Context, addr string, it decide.Request) (Result, error)
 }
 
 var _ Forwarder = (*Client)(nil)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
@@ -28,7 +29,7 @@ var (
 // noDecisions is a peer.Handler for a server that only answers reports.
 type noDecisions struct{}
 
-func (noDecisions) HandleDecide(_ context.Context, _ string, items []peer.Item) []peer.Result {
+func (noDecisions) HandleDecide(_ context.Context, _ string, items []decide.Request) []peer.Result {
 	return make([]peer.Result, len(items))
 }
 
