@@ -115,7 +115,10 @@ type Deps struct {
 	// Breakers, if set, guard every call to Redis (breaker "redis"), so a
 	// dead Redis costs one fast failure instead of a timeout per request.
 	Breakers *breaker.Set
-	// Clock measures freeze gaps and durations; nil means clock.Real().
+	// Clock measures freeze gaps and durations, and the time left before
+	// a forwarded batch's deadline: it must tell the time contexts'
+	// deadlines are set on (a manual clock in tests starts at the real
+	// time). nil means clock.Real().
 	Clock clock.Clock
 	// Regions, if set, decides scope: global keys at this region's share
 	// of their limits (region.go); nil enforces every limit whole.
