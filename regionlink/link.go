@@ -19,7 +19,7 @@ import (
 )
 
 // Owners says which node of this region owns a group, and how to reach it
-// (cluster.Cluster implements it). Safe for concurrent use.
+// (forward.Routes implements it). Safe for concurrent use.
 type Owners interface {
 	// RegionOwner returns the node-to-node address of group's owner, or
 	// local when this node owns it ("" and false when the owner is unknown).
