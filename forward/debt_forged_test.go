@@ -8,13 +8,13 @@ import (
 
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/intake"
 	"github.com/weirhq/weir/limiter"
-	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/policy"
 )
 
 // TestRouter_forgedDebtIsRefusedOrBounded sends forged fallback-debt items
-// through the owner's Validator (owner.Validator), as the peer listener does: items the
+// through the owner's Validator (intake.Validator), as the peer listener does: items the
 // public API could never produce are refused and change nothing, and a debt
 // of any size on a real key spends it at most to now + its own limit's span,
 // so it can delay the key by one emission interval, never lock it.
@@ -27,7 +27,7 @@ func TestRouter_forgedDebtIsRefusedOrBounded(t *testing.T) {
 			foreign = g
 		}
 	}
-	v, err := owner.NewValidator(owner.DefaultValidatorConfig(), ownerNode.owner, policy.Static(tc.pol), tc.clock.Nanos, nil)
+	v, err := intake.NewValidator(intake.DefaultValidatorConfig(), ownerNode.owner, policy.Static(tc.pol), tc.clock.Nanos, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestRouter_forgedDebtIsRefusedOrBounded(t *testing.T) {
 		}),
 	} {
 		res := v.HandleDecide(t.Context(), "forger", []decide.Request{it})[0]
-		if !errors.Is(res.Err, owner.ErrRefused) {
+		if !errors.Is(res.Err, intake.ErrRefused) {
 			t.Errorf("%s: %+v, want refused", name, res)
 		}
 	}
@@ -102,11 +102,11 @@ func TestRouter_forgedDebtIsRefusedOrBounded(t *testing.T) {
 	// owner's clock + MaxSkew + span.
 	const edgeKey = "weir:{t1}:per-user:t1:edge"
 	ownerNow := tc.clock.Nanos()
-	edge := debtItem(edgeKey, limiter.MaxCost, ownerNow+owner.DefaultMaxSkew.Nanoseconds())
+	edge := debtItem(edgeKey, limiter.MaxCost, ownerNow+intake.DefaultMaxSkew.Nanoseconds())
 	if res := v.HandleDecide(t.Context(), "forger", []decide.Request{edge})[0]; res.Err != nil {
 		t.Fatalf("debt at the skew edge: %+v", res)
 	}
-	if tat := ownerNode.mem.Get("t1", edgeKey); tat > ownerNow+owner.DefaultMaxSkew.Nanoseconds()+perUser.Span() {
+	if tat := ownerNode.mem.Get("t1", edgeKey); tat > ownerNow+intake.DefaultMaxSkew.Nanoseconds()+perUser.Span() {
 		t.Fatalf("TAT %d ahead of the owner's clock, over MaxSkew + span", tat-ownerNow)
 	}
 }

@@ -15,16 +15,17 @@
 // unit tests use redistest's in-memory twin.
 //
 // What it owns: owner memory's keys, the swept set, the lease ledger of the
-// grants it made (grant.go), freeze detection (freeze.go). What it checks:
-// the Validator (validate.go) refuses forwarded input the public API would
-// refuse, replaces the sender's numbers with the owner policy's, and fills
-// each item's Defs from the owner's policy, resolving each key once; the
-// Owner then reads Defs (lease terms, scope) and never parses a key.
+// grants it made (grant.go), freeze detection (freeze.go). What it trusts:
+// forwarded work reaches it through intake.Validator, which refuses input
+// the public API would refuse, replaces the sender's numbers with the owner
+// policy's, and fills each item's Defs from the owner's policy, resolving
+// each key once; the Owner then reads Defs (lease terms, scope) and never
+// parses a key.
 //
 // Usage (cmd/node wires this; forward.Router is the caller):
 //
 //	o, _ := owner.New(cfg, owner.Deps{Ring: routes, Mem: mem, Redis: b, Strict: q, WriteBehind: wb}, logger, reg)
-//	v, _ := owner.NewValidator(owner.DefaultValidatorConfig(), o, policies, nowNanos, reg)
+//	v, _ := intake.NewValidator(intake.DefaultValidatorConfig(), o, policies, nowNanos, reg)
 //	peer.Register(grpcServer, v)  // forwarded work, leases and debt
 //	agg, err := o.Decide(ctx, r, out) // the forwarding layer found this node the owner
 //

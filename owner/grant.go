@@ -113,7 +113,7 @@ var _ peer.LeaseHandler = (*Owner)(nil)
 // through to Redis before answering. Items of groups this node does not
 // own answer NotOwner; a grant whose write-through failed answers an error
 // (its units stay charged and strand: under-admission, never excess). Put
-// a Validator in front of it: the items' terms and numbers must be the
+// an intake.Validator in front of it: the items' terms and numbers must be the
 // owner's policy's.
 func (o *Owner) HandleLease(ctx context.Context, from string, r lease.Refresh) []peer.LeaseAnswer {
 	out := make([]peer.LeaseAnswer, len(r.Items))

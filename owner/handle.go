@@ -16,7 +16,7 @@ var _ peer.Handler = (*Owner)(nil)
 
 // HandleDecide answers work forwarded by peers: it decides the items this
 // node owns and names the owner it believes in for the rest. Put a
-// Validator in front of it: it trusts its items' shape, numbers and Defs.
+// intake.Validator in front of it: it trusts its items' shape, numbers and Defs.
 //
 // The sender gives up at its forward deadline and counts that against this
 // node's breaker, which would then fail every group this node owns. So the

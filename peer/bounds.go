@@ -1,8 +1,8 @@
 package peer
 
 // Bounds of one forwarded item that size the wire (grpcopts.go): what the
-// owner's validation (owner.Validator) accepts at most, by default. The
-// owner package derives them from the public API's limits and checks at
+// owner's validation (intake.Validator) accepts at most, by default. The
+// intake package derives them from the public API's limits and checks at
 // compile time that they equal these.
 const (
 	// DefaultMaxKeys bounds the keys (limits) of one item: a composite

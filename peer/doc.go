@@ -16,7 +16,7 @@
 // The same service carries lease refreshes (package lease): a Handler that
 // also implements LeaseHandler answers the Lease RPC, and the Client and
 // peertest implement the one-method Leaser. Validating what arrives is the
-// owner's job, not the transport's: owner.Validator checks forwarded items
+// owner's job, not the transport's: intake.Validator checks forwarded items
 // and lease items against the owner's clock and policy, replaces the
 // sender's numbers, lease terms and limit name with the policy's, and
 // fills each item's limit identities (decide.Request.Defs). peer imports
@@ -57,9 +57,9 @@
 //	// Owner side, on the node's own peer gRPC server with the bounds of
 //	// ServerConfig (message size, streams, keepalive, and a codec that
 //	// answers malformed requests INVALID_ARGUMENT), behind the owner's
-//	// Validator that checks forwarded items against its clock and policy:
+//	// Validator (package intake) that checks forwarded items against its clock and policy:
 //	grpcServer := grpc.NewServer(append(creds, peer.DefaultServerConfig().ServerOptions()...)...)
-//	v, err := owner.NewValidator(owner.DefaultValidatorConfig(), o, policies, nowNanos, registry)
+//	v, err := intake.NewValidator(intake.DefaultValidatorConfig(), o, policies, nowNanos, registry)
 //	peer.Register(grpcServer, v, peer.WithRegion(link)) // every service, once
 //
 //	// Sending side:

@@ -8,7 +8,7 @@ import (
 	"github.com/weirhq/weir/grpclimit"
 )
 
-// Wire sizes of forwarded work. The largest item the default owner.Validator
+// Wire sizes of forwarded work. The largest item the default intake.Validator
 // accepts has DefaultMaxKeys keys of DefaultMaxKeyBytes (25,448) bytes, as
 // many limits, and a group no longer than a key (its tag is inside every
 // key). A key is a tag byte, a 3-byte length and the key; a Limit is a tag,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/forward"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/intake"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/memstore"
@@ -98,7 +99,7 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 		}
 		// The owner sees forwarded work through the Validator, as on the
 		// node's peer server: it fills the keys' limit identities.
-		v, err := owner.NewValidator(owner.DefaultValidatorConfig(), o, policy.Static(pol), func() int64 { return clk.Now().UnixNano() }, nil)
+		v, err := intake.NewValidator(intake.DefaultValidatorConfig(), o, policy.Static(pol), func() int64 { return clk.Now().UnixNano() }, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

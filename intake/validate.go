@@ -1,4 +1,4 @@
-package owner
+package intake
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 
 // ErrRefused is wrapped by the per-item error a Validator answers for an
 // item it will not pass to its Handler. Nothing was decided for that item.
-var ErrRefused = errors.New("owner: forwarded item refused")
+var ErrRefused = errors.New("intake: forwarded item refused")
 
 // ReasonRefused is the Result.Reason of a refused item.
 const ReasonRefused = "forward_refused"
@@ -68,11 +68,11 @@ func DefaultValidatorConfig() ValidatorConfig {
 func (c ValidatorConfig) Validate() error {
 	switch {
 	case c.MaxSkew < 0:
-		return fmt.Errorf("owner: validator: negative max skew %v", c.MaxSkew)
+		return fmt.Errorf("intake: negative max skew %v", c.MaxSkew)
 	case c.MaxKeys < 0:
-		return fmt.Errorf("owner: validator: negative max keys %d", c.MaxKeys)
+		return fmt.Errorf("intake: negative max keys %d", c.MaxKeys)
 	case c.MaxKeyBytes < 0:
-		return fmt.Errorf("owner: validator: negative max key bytes %d", c.MaxKeyBytes)
+		return fmt.Errorf("intake: negative max key bytes %d", c.MaxKeyBytes)
 	}
 	return nil
 }
@@ -141,7 +141,7 @@ func NewValidator(cfg ValidatorConfig, next peer.Handler, policies PolicySource,
 		return nil, err
 	}
 	if next == nil || policies == nil || now == nil {
-		return nil, errors.New("owner: NewValidator needs a handler, a policy source and a clock")
+		return nil, errors.New("intake: NewValidator needs a handler, a policy source and a clock")
 	}
 	v := &Validator{
 		cfg: cfg.withDefaults(), next: next, policies: policies, now: now,
@@ -189,7 +189,7 @@ func (v *Validator) HandleDecide(ctx context.Context, from string, items []decid
 		if j < len(rs) {
 			results[i] = rs[j]
 		} else {
-			results[i] = peer.Result{Err: errors.New("owner: validator: handler returned too few results")}
+			results[i] = peer.Result{Err: errors.New("intake: handler returned too few results")}
 		}
 	}
 	return results

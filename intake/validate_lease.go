@@ -1,4 +1,4 @@
-package owner
+package intake
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func (v *Validator) HandleLease(ctx context.Context, from string, r lease.Refres
 		if j < len(got) {
 			answers[i] = got[j]
 		} else {
-			answers[i].Err = errors.New("owner: validator: handler returned too few lease answers")
+			answers[i].Err = errors.New("intake: handler returned too few lease answers")
 		}
 	}
 	return answers

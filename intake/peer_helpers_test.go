@@ -1,4 +1,4 @@
-package owner
+package intake
 
 import (
 	"testing"
