@@ -63,7 +63,7 @@ var (
 	_ Leases           = (*leaselink.Link)(nil)
 	_ owner.Ring       = (*Routes)(nil)
 	_ leaselink.Routes = (*Routes)(nil)
-	_ leaselink.Grants = (*owner.Owner)(nil)
+	_ owner.Leases     = (*leaselink.Grants)(nil)
 )
 
 // Deps are the parts a Router works with.

@@ -12,10 +12,12 @@ import (
 
 	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/leaselink"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/owner"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisbackend"
@@ -80,7 +82,8 @@ type testNode struct {
 	name   string
 	router *Router
 	owner  *owner.Owner
-	leases *leaselink.Link // nil unless the cluster leases
+	leases *leaselink.Link   // nil unless the cluster leases
+	grants *leaselink.Grants // nil unless the cluster leases
 	routes *Routes
 	mem    *memstore.Store
 	redis  *hookRedis // nil without Redis
@@ -203,7 +206,11 @@ func (tc *testCluster) add(name string) *testNode {
 	// it (and its benchmarks measured): these policies have no global
 	// limits, and lease requests carry their terms. debt_forged_test.go
 	// puts the Validator in front, as the peer server does.
-	tc.net.Register(name, node.owner)
+	if node.grants != nil {
+		tc.net.Register(name, ownerSide{node.owner, node.grants})
+	} else {
+		tc.net.Register(name, node.owner)
+	}
 	tc.nodes[name] = node
 	tc.member[name] = name // the in-memory network addresses nodes by name
 	t.Cleanup(func() { cancel(); <-node.done })
@@ -213,13 +220,16 @@ func (tc *testCluster) add(name string) *testNode {
 // enableLeases turns on both sides of leases on node, as cmd/node does,
 // on the shared clock.
 func (tc *testCluster) enableLeases(node *testNode) {
-	gcfg := owner.GrantConfig{Grantor: leaseGrantorConfig(node.name), WriteTimeout: 50 * time.Millisecond, TimeBase: tc.clock}
-	if err := node.owner.EnableLeases(gcfg, node.reg); err != nil {
+	gcfg := leaselink.GrantConfig{Grantor: leaseGrantorConfig(node.name), WriteTimeout: 50 * time.Millisecond}
+	g, err := leaselink.NewGrants(gcfg, node.owner, tc.clock, node.reg)
+	if err != nil {
 		tc.t.Fatal(err)
 	}
+	node.grants = g
+	node.owner.EnableLeases(g)
 	hcfg := leaselink.DefaultConfig()
 	hcfg.LocalName, hcfg.Holder.Name = node.name, node.name+"#1"
-	l, err := leaselink.New(hcfg, leaselink.Deps{Leaser: tc.net.Leaser(node.name), Routes: node.routes, Grants: node.owner, Clock: tc.clock}, nil, node.reg)
+	l, err := leaselink.New(hcfg, leaselink.Deps{Leaser: tc.net.Leaser(node.name), Routes: node.routes, Grants: g, Clock: tc.clock}, nil, node.reg)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -353,4 +363,15 @@ func metricOf(t testing.TB, reg *prometheus.Registry, name string, labels ...str
 		}
 	}
 	return 0
+}
+
+// ownerSide is a node's owner with its lease grants, as the node's peer
+// server answers (cmd/node's ownerSide).
+type ownerSide struct {
+	*owner.Owner
+	grants *leaselink.Grants
+}
+
+func (s ownerSide) HandleLease(ctx context.Context, from string, r lease.Refresh) []peer.LeaseAnswer {
+	return s.grants.HandleLease(ctx, from, r)
 }

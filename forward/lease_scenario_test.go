@@ -219,7 +219,7 @@ func TestLeases_failedWriteThroughRevokes(t *testing.T) {
 	if got := lc.metric(owner, "weir_lease_grants_total", "limit", "hot", "outcome", "error"); got != 1 {
 		t.Fatalf("error answers %v, want 1", got)
 	}
-	if out := lc.nodes[owner].owner.Leased("t1", keyOf(hotKV)); out != 0 {
+	if out := lc.nodes[owner].grants.Leased("t1", keyOf(hotKV)); out != 0 {
 		t.Fatalf("owner still counts %d units out after the failed write", out)
 	}
 	// The return of the old lease and the revoked grant were both credited.

@@ -65,9 +65,9 @@ type Routes interface {
 	Members() int
 }
 
-// Grants is this node's owner side of leases (owner.Owner): swept with
-// the holder's, and counted in the same metrics.
-type Grants interface {
+// Grantor is this node's owner side of leases (*Grants): swept with the
+// holder's, and counted in the same metrics.
+type Grantor interface {
 	SweepGrants()
 	GrantStats() map[string]lease.GrantorStats
 }
@@ -85,7 +85,7 @@ type Deps struct {
 	Routes Routes
 	// Grants, if set, is swept every SweepEvery and counted in the lease
 	// metrics.
-	Grants Grants
+	Grants Grantor
 	// Breakers, if set, are the peers' breakers: no probe goes to an owner
 	// whose breaker is open.
 	Breakers *breaker.Set

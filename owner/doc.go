@@ -14,8 +14,11 @@
 // rested. Redis sits behind the consumer-owned Redis and Strict interfaces;
 // unit tests use redistest's in-memory twin.
 //
-// What it owns: owner memory's keys, the swept set, the lease ledger of the
-// grants it made (grant.go), freeze detection (freeze.go). What it trusts:
+// What it owns: owner memory's keys, the swept set, freeze detection
+// (freeze.go). The lease ledger of the grants this node makes lives in
+// leaselink.Grants, which changes keys only through UpdateOwned and
+// UpdateHeld (grant.go), and whose Effective TATs decisions read
+// (Leases). What it trusts:
 // forwarded work reaches it through intake.Validator, which refuses input
 // the public API would refuse, replaces the sender's numbers with the owner
 // policy's, and fills each item's Defs from the owner's policy, resolving

@@ -148,8 +148,8 @@ type Owner struct {
 	// swept remembers keys swept as rested (nil without Redis or with
 	// MaxSwept 0); see sweptSet.
 	swept *sweptSet
-	// grants is nil until EnableLeases (grant.go).
-	grants *grants
+	// leases is nil until EnableLeases (grant.go).
+	leases Leases
 }
 
 // New returns an Owner. Its Ring decides which groups it owns.
@@ -257,7 +257,7 @@ func (o *Owner) dropLocked(ctx context.Context, lost func(key string) bool) {
 	o.markHeld(lost)
 	err := o.flushKeys(fctx, lost)
 	n := o.deps.Mem.DeleteFunc(lost)
-	o.dropGrants(lost)
+	o.forgetLeases(lost)
 	if err == nil {
 		err = o.flushKeys(fctx, lost)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
-	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/redisbackend"
@@ -221,31 +220,6 @@ func TestOwner_Decide_strictIsDecidedByRedis(t *testing.T) {
 	f.redis.FailNext(redistest.OpDecide, 1, redistest.Refused())
 	if _, err := f.decide(t, r); reason(err) != "redis_unavailable" {
 		t.Fatalf("strict over a failing Redis: %v, want redis_unavailable", err)
-	}
-}
-
-// A grant whose write-through fails is not given: the answer is an error
-// and no units stay out on the ledger.
-func TestOwner_HandleLease_failedWriteThroughRevokes(t *testing.T) {
-	f := newTwinOwner(t)
-	gcfg := GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: time.Second}
-	gcfg.Grantor.Name = "a#1"
-	if err := f.o.EnableLeases(gcfg, f.reg); err != nil {
-		t.Fatal(err)
-	}
-	hot := gcra.Limit{Interval: 1_000_000, Burst: 100}
-	item := lease.Request{Peer: "b#1", Group: "t1", Key: "weir:{t1}:hot:t1", Limit: hot, Terms: lease.Terms{Max: 20, TTL: 250 * time.Millisecond}, Label: "hot", Demand: 1e6}
-	f.redis.FailNext(redistest.OpStore, 1, redistest.Refused())
-	ans := f.o.HandleLease(t.Context(), "b#1", lease.Refresh{Seq: 1, Items: []lease.Request{item}})
-	if ans[0].Err == nil || f.o.Leased("t1", item.Key) != 0 {
-		t.Fatalf("answer %+v, %d units out; want an error and none out", ans[0], f.o.Leased("t1", item.Key))
-	}
-	ans = f.o.HandleLease(t.Context(), "b#1", lease.Refresh{Seq: 2, Items: []lease.Request{item}})
-	if ans[0].Err != nil || ans[0].Outcome != lease.Granted || f.o.Leased("t1", item.Key) != ans[0].Units {
-		t.Fatalf("second refresh: %+v, %d out", ans[0], f.o.Leased("t1", item.Key))
-	}
-	if tat, ok := f.redis.TAT(item.Key); !ok || tat < ans[0].TAT {
-		t.Fatalf("Redis holds %d (%v) for a grant whose TAT is %d: the grant was not written through", tat, ok, ans[0].TAT)
 	}
 }
 

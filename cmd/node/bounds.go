@@ -115,5 +115,5 @@ func (n *node) peerHandler(b boundsConfig, policies limiter.PolicySource, reg pr
 	vcfg := intake.DefaultValidatorConfig()
 	vcfg.MaxSkew = b.PeerMaxSkew
 	now := n.state.now
-	return intake.NewValidator(vcfg, grantLog{n.state.owner, n.logger}, policies, func() int64 { return now().UnixNano() }, reg)
+	return intake.NewValidator(vcfg, grantLog{ownerSide{n.state.owner, n.state.grants}, n.logger}, policies, func() int64 { return now().UnixNano() }, reg)
 }

@@ -10,29 +10,29 @@ import (
 	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/leaselink"
-	"github.com/weirhq/weir/owner"
 )
 
-// enableLeases turns on leasing: the owner grants leases on the peer plane
-// (owner/grant.go) and the holder (leaselink) spends the ones this node
-// holds. Limits opt in through the policy (`lease: {max, ttl}`), so
+// enableLeases turns on leasing: the node grants leases as an owner on the
+// peer plane (leaselink.Grants, over the owner's state machine) and spends
+// the ones it holds (leaselink.Link). Limits opt in through the policy (`lease: {max, ttl}`), so
 // without such a limit nothing changes. The refresh loop runs until the
 // node stops. Both sides are timed on the TATs' time base.
 func (n *node) enableLeases(ctx context.Context, cfg config, st *state, reg prometheus.Registerer) error {
 	// Lease numbers restart with the process.
 	name := cfg.NodeName + "#" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	base := timeBase{st.now}
-	gcfg := owner.GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: cfg.RedisTimeout, TimeBase: base}
+	gcfg := leaselink.GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: cfg.RedisTimeout}
 	gcfg.Grantor.Name = name
-	if err := st.owner.EnableLeases(gcfg, reg); err != nil {
+	var err error
+	if st.grants, err = leaselink.NewGrants(gcfg, st.owner, base, reg); err != nil {
 		return err
 	}
+	st.owner.EnableLeases(st.grants)
 	hcfg := leaselink.DefaultConfig()
 	hcfg.LocalName, hcfg.Holder.Name = cfg.NodeName, name
 	// A refresh waits no longer than a forward may.
 	hcfg.RPCTimeout = min(hcfg.RPCTimeout, cfg.ForwardTimeout)
-	var err error
-	st.leases, err = leaselink.New(hcfg, leaselink.Deps{Leaser: st.peers, Routes: st.routes, Grants: st.owner, Breakers: st.breakers, Clock: base}, n.logger, reg)
+	st.leases, err = leaselink.New(hcfg, leaselink.Deps{Leaser: st.peers, Routes: st.routes, Grants: st.grants, Breakers: st.breakers, Clock: base}, n.logger, reg)
 	if err != nil {
 		return err
 	}

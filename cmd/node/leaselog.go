@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/lease"
+	"github.com/weirhq/weir/leaselink"
 	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer"
 )
@@ -26,14 +27,25 @@ type grantLog struct {
 	logger *slog.Logger
 }
 
-// peerOwner is what the peer plane serves: forwarded decisions and lease
-// refreshes (*owner.Owner).
+// peerOwner is what the peer plane serves: forwarded decisions (the
+// owner) and lease refreshes (its grants).
 type peerOwner interface {
 	peer.Handler
 	peer.LeaseHandler
 }
 
-var _ peerOwner = (*owner.Owner)(nil)
+// ownerSide is the owner and its lease grants as one peerOwner.
+type ownerSide struct {
+	*owner.Owner
+	grants *leaselink.Grants
+}
+
+var _ peerOwner = ownerSide{}
+
+// HandleLease answers r with the owner's grants.
+func (s ownerSide) HandleLease(ctx context.Context, from string, r lease.Refresh) []peer.LeaseAnswer {
+	return s.grants.HandleLease(ctx, from, r)
+}
 
 var _ peer.LeaseHandler = grantLog{}
 

@@ -30,7 +30,8 @@ type state struct {
 	routes   *forward.Routes
 	owner    *owner.Owner
 	router   *forward.Router
-	leases   *leaselink.Link
+	leases   *leaselink.Link   // the holder side
+	grants   *leaselink.Grants // the grantor side
 	peers    *peer.Client
 	breakers *breaker.Set
 	now      func() time.Time
