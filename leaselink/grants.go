@@ -37,6 +37,23 @@ type GrantConfig struct {
 	WriteTimeout time.Duration
 }
 
+// DefaultGrantConfig returns package lease's grantor defaults (Name unset:
+// the caller names the process) and a 50ms write-through timeout.
+func DefaultGrantConfig() GrantConfig {
+	return GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: 50 * time.Millisecond}
+}
+
+// Validate reports whether c is usable. It changes nothing.
+func (c GrantConfig) Validate() error {
+	if c.WriteTimeout <= 0 {
+		return errors.New("leaselink: grants: write timeout must be positive")
+	}
+	if err := c.Grantor.Validate(); err != nil {
+		return fmt.Errorf("leaselink: grants: %w", err)
+	}
+	return nil
+}
+
 // Owner is the owner's state machine as grants use it (*owner.Owner).
 type Owner interface {
 	// UpdateOwned applies f to key under its lock as group's owner (see
@@ -78,8 +95,8 @@ type Grants struct {
 // TATs' time base; nil: clock.Real()). Hand it to o.EnableLeases before
 // the first decision.
 func NewGrants(cfg GrantConfig, o Owner, clk clock.Clock, reg prometheus.Registerer) (*Grants, error) {
-	if cfg.WriteTimeout <= 0 {
-		return nil, errors.New("leaselink: grants: write timeout must be positive")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if o == nil {
 		return nil, errors.New("leaselink: grants need an owner")

@@ -22,7 +22,7 @@ func (l *Link) refs(r *decide.Request, owner string, refs []lease.Ref) ([]lease.
 		return refs, false
 	}
 	for _, d := range r.Defs {
-		if d.Lease == nil {
+		if d == nil || d.Lease == nil {
 			return refs, false // most limits lease nothing: no member count needed
 		}
 	}

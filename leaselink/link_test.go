@@ -128,3 +128,24 @@ func BenchmarkLink_refs_noLeases(b *testing.B) {
 		}
 	}
 }
+
+func TestGrantConfig_Validate_refusesBadValues(t *testing.T) {
+	good := DefaultGrantConfig()
+	good.Grantor.Name = "a#1"
+	if err := good.Validate(); err != nil {
+		t.Fatalf("defaults with a name: %v", err)
+	}
+	for name, mutate := range map[string]func(*GrantConfig){
+		"no name":            func(c *GrantConfig) { c.Grantor.Name = "" },
+		"zero write timeout": func(c *GrantConfig) { c.WriteTimeout = 0 },
+	} {
+		c := good
+		mutate(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if _, err := NewGrants(c, nil, nil, nil); err == nil {
+			t.Errorf("%s: NewGrants accepted it", name)
+		}
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/clock"
-	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/leaselink"
 )
 
@@ -21,8 +20,8 @@ func (n *node) enableLeases(ctx context.Context, cfg config, st *state, reg prom
 	// Lease numbers restart with the process.
 	name := cfg.NodeName + "#" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	base := timeBase{st.now}
-	gcfg := leaselink.GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: cfg.RedisTimeout}
-	gcfg.Grantor.Name = name
+	gcfg := leaselink.DefaultGrantConfig()
+	gcfg.Grantor.Name, gcfg.WriteTimeout = name, cfg.RedisTimeout
 	var err error
 	if st.grants, err = leaselink.NewGrants(gcfg, st.owner, base, reg); err != nil {
 		return err
