@@ -12,13 +12,14 @@
 //
 // Usage (the limiter builds requests; stores decide them):
 //
-//	r := &decide.Request{Group: m.GroupValue, Cost: 1, Now: now}
-//	r.Add(m.Key, m.Params, m.Limit.Def())
-//	agg, err := store.Decide(ctx, r, out)
+//	r := &decide.Request{Group: m.GroupValue, Cost: 1, Now: now,
+//		Keys: []string{m.Key}, Limits: []gcra.Limit{m.Params}, Defs: []*decide.Def{m.Limit.Def()}}
+//	agg, err := store.Decide(ctx, r, out) // store: limiter.Store (forward.Router)
 //
 // The caller's duties: Keys, Limits and Defs pair up by index (Defs may be
-// empty for a request that crossed the wire and was not validated yet);
-// Now is stamped once, by the node that received the request. A Request
+// empty for a request that crossed the wire and was not validated yet,
+// and then no limit counts as global or leasable); Now is stamped once, by
+// the node that received the request. A Request
 // is a value with slices: whoever keeps it past the call it was passed to
 // copies the slices (Clone). Nothing here is safe for concurrent writes;
 // a Def is immutable once built and shared freely.
