@@ -16,9 +16,9 @@ import (
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
-	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/ring"
 )
@@ -390,7 +390,7 @@ func (c *Cluster) setMembersLocked(ctx context.Context, members map[string]strin
 		return
 	}
 	c.dropLocked(ctx, func(key string) bool {
-		group, _ := policy.GroupOfKey(key) // unescaped: the value decisions route by
+		group, _ := limitkey.Group(key) // unescaped: the value decisions route by
 		return c.owner(group) != c.cfg.LocalName
 	})
 }

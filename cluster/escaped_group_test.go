@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/ring"
 )
 
@@ -29,7 +29,7 @@ func TestCluster_ringChangeKeepsKeysOfEscapedGroups(t *testing.T) {
 		g := fmt.Sprintf("org:%d", i)
 		before, _ := two.Owner(g)
 		after, _ := three.Owner(g)
-		escaped, _ := three.Owner(policy.GroupTag(g))
+		escaped, _ := three.Owner(limitkey.GroupTag(g))
 		if before == after && escaped != after {
 			tenant, owner = g, after
 			break

@@ -11,16 +11,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 )
 
-// Client forwards items to their owners over gRPC, coalescing concurrent
-// items for the same peer into one RPC. It is safe for concurrent use; create
-// one per node and share it.
+// Client is a node's one client of the node-to-node plane. It forwards
+// items to their owners over gRPC, coalescing concurrent items for the same
+// peer into one RPC (Decide), and sends lease refreshes (Lease) and region
+// reports (Send). It is safe for concurrent use; create one per node and
+// share it.
 //
-// It holds one connection per peer address, made on first use and closed by
-// Forget or Close.
+// It holds one connection per peer address, made on first use, which every
+// kind of call shares, and closed by Forget or Close (Send may replace it,
+// see there).
 type Client struct {
 	cfg      ClientConfig
 	logger   *slog.Logger
@@ -117,18 +118,18 @@ func (c *Client) peer(addr string) (*peerQueue, error) {
 	if p, ok := c.mu.peers[addr]; ok {
 		return p, nil
 	}
-	conn, err := grpc.NewClient(addr, c.dialOpts...)
+	conn, err := dial(addr, c.dialOpts)
 	if err != nil {
-		return nil, fmt.Errorf("peer: dial %q: %w", addr, err)
+		return nil, err
 	}
-	p := newPeerQueue(addr, conn, peerv1.NewPeerClient(conn), c)
+	p := newPeerQueue(addr, conn, c)
 	c.mu.peers[addr] = p
 	return p, nil
 }
 
 // Forget closes the connection to addr, for a peer that left the cluster.
-// Calls pending for it fail with ErrForgotten. A later Decide to addr
-// connects afresh. Forgetting an unknown address does nothing.
+// Calls pending for it fail with ErrForgotten, and RPCs in flight on it of
+// every kind are cancelled. A later call to addr connects afresh. Forgetting an unknown address does nothing.
 func (c *Client) Forget(addr string) {
 	c.mu.Lock()
 	p, ok := c.mu.peers[addr]

@@ -1,9 +1,11 @@
-// Package peer forwards decisions between the nodes of a weir cluster. A
-// node that receives a request for a group it does not own sends the
-// already-resolved composite decision (keys, GCRA limits, cost, the time the
-// node stamped on it, fast or strict) to the group's owner, which answers
-// with the per-limit gcra.Results, or says it is not the owner and names the
-// one it believes in, or returns an error. The wire protocol is
+// Package peer is weir's node-to-node plane. It forwards decisions between
+// the nodes of a weir cluster, and carries lease refreshes and region
+// reports over the same connections. A node that receives a request for a
+// group it does not own sends the already-resolved composite decision
+// (keys, GCRA limits, cost, the time the node stamped on it, fast or
+// strict) to the group's owner, which answers with the per-limit
+// gcra.Results, or says it is not the owner and names the one it believes
+// in, or returns an error. The wire protocol is
 // weir.peer.v1.Peer (api/weir/peer/v1).
 //
 // The owner side is a Handler, served with Register. The sending side is a
@@ -16,6 +18,36 @@
 // items like forwarded ones and replaces the sender's lease terms, numbers
 // and limit name with those of the owner's policy.
 //
+// Region reports (package region, weir.region.v1.Region in
+// api/weir/region/v1) are the third kind: Register serves them with
+// WithRegion and a RegionHandler (regionlink.Link), and the Client and
+// peertest implement the one-method Reporter, which is regionlink.Sender.
+//
+// # One plane
+//
+// The package is the whole node-to-node plane, as memberlist's Transport
+// carries every message kind: one Client per node holds one gRPC
+// connection per peer address, with one set of credentials and dial
+// options, for every kind of call; Forget and Close end all of them; one
+// Register call serves every service on the peer server, so none can be
+// left off the mutual-TLS listener or put on the public one by a second
+// call site. peertest's Network is its in-memory twin, carrying all three
+// kinds over the same faulty links. The wire conversions of every kind
+// live here, beside the connection: peer imports the pure packages whose
+// values travel (gcra, lease, region), not the packages that wire them
+// into a node. So regionlink, which consumes a Reporter and is served as a
+// RegionHandler, imports neither gRPC nor the API (its interfaces match
+// peer's by method set), and peer never imports regionlink: that would
+// set the transport above a feature it carries, and regionlink's own tests,
+// which run Links over peer.Client and peertest, would form a cycle.
+//
+// A region report that times out or finds its peer unavailable redials
+// (Client.Send): calls made after it use a fresh connection, and those
+// still running on the old one finish there before it closes. Forwards and
+// lease refreshes do not redial by themselves (they use the fresh
+// connection once a report made one); a peer that leaves the cluster is
+// Forgotten, which closes its connection.
+//
 // Usage:
 //
 //	// Owner side, on the node's own peer gRPC server with the bounds of
@@ -24,7 +56,7 @@
 //	// that checks forwarded items against the owner's clock and policy:
 //	grpcServer := grpc.NewServer(append(creds, peer.DefaultServerConfig().ServerOptions()...)...)
 //	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), clusterHandler, policies, nowMicros, registry)
-//	peer.Register(grpcServer, v)
+//	peer.Register(grpcServer, v, peer.WithRegion(link)) // every service, once
 //
 //	// Sending side:
 //	cfg := peer.DefaultClientConfig()

@@ -52,9 +52,14 @@ func (c *Client) Lease(ctx context.Context, addr string, r lease.Refresh) ([]Lea
 	if err != nil {
 		return nil, err
 	}
+	pc, err := p.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.release(pc)
 	tctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	resp, err := p.rpc.Lease(tctx, leaseRequestToProto(r))
+	resp, err := pc.peer.Lease(tctx, leaseRequestToProto(r))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return nil, ctx.Err()

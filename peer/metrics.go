@@ -22,6 +22,7 @@ type metrics struct {
 	batchSize prometheus.Histogram
 	duration  prometheus.Histogram
 	rpcErrors prometheus.Counter
+	redials   prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,9 +45,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "weir_forward_errors_total",
 			Help: "Forwarding RPCs that failed as a whole (transport error or deadline), once per batch.",
 		}),
+		redials: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "weir_peer_redials_total",
+			Help: "Connections to a peer replaced by a fresh one after a region report over them timed out or found the peer unavailable.",
+		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.forwards, m.batchSize, m.duration, m.rpcErrors} {
+		for _, c := range []prometheus.Collector{m.forwards, m.batchSize, m.duration, m.rpcErrors, m.redials} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -15,7 +15,8 @@ import (
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 )
 
-// peerQueue batches the items bound for one peer.
+// peerQueue batches the items bound for one peer, and holds the peer's
+// connection (conn.go), on which Lease and Send make their RPCs too.
 //
 // Concurrency: a mutex guards the queue; there is no goroutine per peer.
 // Whoever makes a batch ready (an enqueue, the window timer, or a sender
@@ -29,8 +30,7 @@ import (
 // its caller may have stopped listening, which the buffer makes harmless.
 type peerQueue struct {
 	addr        string
-	conn        *grpc.ClientConn
-	rpc         peerv1.PeerClient
+	dialOpts    []grpc.DialOption // the Client's, for redial
 	from        string
 	maxBatch    int
 	maxInFlight int
@@ -47,9 +47,11 @@ type peerQueue struct {
 		sync.Mutex
 		queue    []*call
 		inflight int
-		expired  bool        // the window of the oldest queued call passed
-		timer    *time.Timer // running while the window is open
-		closeErr error       // set once by close
+		expired  bool                   // the window of the oldest queued call passed
+		timer    *time.Timer            // running while the window is open
+		closeErr error                  // set once by close
+		conn     *peerConn              // the connection new RPCs use (conn.go)
+		retired  map[*peerConn]struct{} // replaced by redial, RPCs still on them
 	}
 }
 
@@ -70,12 +72,13 @@ type answer struct {
 	err    error
 }
 
-func newPeerQueue(addr string, conn *grpc.ClientConn, rpc peerv1.PeerClient, c *Client) *peerQueue {
+func newPeerQueue(addr string, conn *peerConn, c *Client) *peerQueue {
 	p := &peerQueue{
-		addr: addr, conn: conn, rpc: rpc, from: c.cfg.LocalName,
+		addr: addr, dialOpts: c.dialOpts, from: c.cfg.LocalName,
 		maxBatch: c.cfg.MaxBatch, maxInFlight: c.cfg.MaxInFlight, maxQueue: c.cfg.MaxQueue, window: c.cfg.Window,
 		metrics: c.metrics, wg: &c.wg,
 	}
+	p.mu.conn, p.mu.retired = conn, make(map[*peerConn]struct{})
 	p.life, p.cancel = context.WithCancel(context.Background())
 	return p
 }
@@ -200,7 +203,7 @@ func (p *peerQueue) send(batch []*call) {
 		req.Items[i] = cl.item
 	}
 	p.metrics.batchSize.Observe(float64(len(batch)))
-	resp, err := p.rpc.Decide(ctx, req)
+	resp, err := p.decide(ctx, req)
 	if err == nil && len(resp.GetResults()) != len(batch) {
 		err = fmt.Errorf("peer: %s answered %d results for %d items", p.addr, len(resp.GetResults()), len(batch))
 	}
@@ -215,6 +218,16 @@ func (p *peerQueue) send(batch []*call) {
 	for i, cl := range batch {
 		cl.done <- answer{result: resultFromProto(resp.GetResults()[i])}
 	}
+}
+
+// decide makes the Decide RPC on the current connection.
+func (p *peerQueue) decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1.DecideResponse, error) {
+	pc, err := p.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer p.release(pc)
+	return pc.peer.Decide(ctx, req)
 }
 
 // rpcError explains a failed RPC: the close reason when the queue was
@@ -243,12 +256,13 @@ func (p *peerQueue) close(err error) error {
 	queue := p.mu.queue
 	p.mu.queue = nil
 	p.stopWindowLocked()
+	conns := p.takeConnsLocked()
 	p.mu.Unlock()
 	p.cancel()
 	for _, cl := range queue {
 		cl.done <- answer{err: err}
 	}
-	return p.conn.Close()
+	return closeConns(conns)
 }
 
 // latestDeadline derives from parent a context ending at the latest of the

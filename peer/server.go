@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	regionv1 "github.com/weirhq/weir/api/weir/region/v1"
 	"github.com/weirhq/weir/grpclimit"
 )
 
@@ -17,10 +18,36 @@ import (
 // exceed it.
 const MaxItems = 1024
 
-// Register registers the weir.peer.v1.Peer service on s, answering with h.
-// Call it before s.Serve.
-func Register(s grpc.ServiceRegistrar, h Handler) {
+// Register registers on s every node-to-node service this node serves:
+// weir.peer.v1.Peer (Decide, and Lease when h is a LeaseHandler) answering
+// with h, and the services opts add (WithRegion). Register them only on the
+// node-to-node server (mutual TLS, ServerConfig's bounds), or a registrar
+// wrapping it, never on the public one. Call it once, before s.Serve.
+func Register(s grpc.ServiceRegistrar, h Handler, opts ...ServeOption) {
+	var sv Services
+	for _, o := range opts {
+		o(&sv)
+	}
 	peerv1.RegisterPeerServer(s, &server{h: h})
+	if sv.Region != nil {
+		regionv1.RegisterRegionServer(s, &regionServer{h: sv.Region})
+	}
+}
+
+// Services are the node-to-node services a node serves beside Peer, as
+// ServeOptions set them; peertest's Network reads them the same way.
+type Services struct {
+	// Region answers weir.region.v1 reports; nil serves no Region.
+	Region RegionHandler
+}
+
+// A ServeOption adds a service to Register.
+type ServeOption func(*Services)
+
+// WithRegion serves weir.region.v1.Region too, answering with h (a
+// regionlink.Link); a nil h serves none, as without the option.
+func WithRegion(h RegionHandler) ServeOption {
+	return func(s *Services) { s.Region = h }
 }
 
 type server struct {

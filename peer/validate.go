@@ -12,8 +12,8 @@ import (
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/policy"
-	"github.com/weirhq/weir/redisbackend"
 )
 
 // ErrRefused is wrapped by the per-item error a Validator answers for an
@@ -196,10 +196,10 @@ func (v *Validator) check(it *Item, now int64, p *policy.Policy) (Item, string, 
 	if skew := it.Now - now; skew > v.cfg.MaxSkew.Nanoseconds() || skew < -v.cfg.MaxSkew.Nanoseconds() {
 		return Item{}, "skew", fmt.Errorf("now %dns is %s off the owner's clock, over %s", it.Now, skewString(it.Now, now), v.cfg.MaxSkew)
 	}
-	tag := policy.GroupTag(it.Group)
+	tag := limitkey.GroupTag(it.Group)
 	out, cloned := *it, false
 	for i, key := range it.Keys {
-		if got := redisbackend.HashTag(key); got != tag || tag == "" {
+		if got := limitkey.HashTag(key); got != tag || tag == "" {
 			return Item{}, "group", fmt.Errorf("key %d has hash tag %q, not the item's group %q", i, got, it.Group)
 		}
 		l, err := v.params(p, key, it.Limits[i])

@@ -9,8 +9,8 @@ import (
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/policy"
-	"github.com/weirhq/weir/redisbackend"
 )
 
 // recordingHandler keeps the items a Validator let through.
@@ -69,7 +69,7 @@ func FuzzValidator(f *testing.F) {
 				t.Fatalf("%d keys, %d limits passed", len(it.Keys), len(it.Limits))
 			}
 			for i, k := range it.Keys {
-				if redisbackend.HashTag(k) != policy.GroupTag(it.Group) {
+				if limitkey.HashTag(k) != limitkey.GroupTag(it.Group) {
 					t.Fatalf("key %q passed for group %q", k, it.Group)
 				}
 				if err := policy.CheckParams(it.Limits[i]); err != nil {

@@ -8,8 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/weirhq/weir/lease"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/policy"
-	"github.com/weirhq/weir/redisbackend"
 )
 
 // maxFromBytes bounds a lease sender's name (node name plus incarnation).
@@ -74,8 +74,8 @@ func (v *Validator) checkLease(it lease.Request, from string, p *policy.Policy) 
 	case it.Return.Unspent < 0 || len(it.Return.Grantor) > maxFromBytes:
 		return it, "shape", fmt.Errorf("return of %d units from a grantor of %d bytes", it.Return.Unspent, len(it.Return.Grantor))
 	}
-	if tag := policy.GroupTag(it.Group); redisbackend.HashTag(it.Key) != tag || tag == "" {
-		return it, "group", fmt.Errorf("key has hash tag %q, not the item's group %q", redisbackend.HashTag(it.Key), it.Group)
+	if tag := limitkey.GroupTag(it.Group); limitkey.HashTag(it.Key) != tag || tag == "" {
+		return it, "group", fmt.Errorf("key has hash tag %q, not the item's group %q", limitkey.HashTag(it.Key), it.Group)
 	}
 	var l *policy.Limit
 	if p != nil {

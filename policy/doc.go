@@ -42,5 +42,7 @@
 //   - Call Reload on SIGHUP if operators expect it, and cancel Run's context
 //     on shutdown. Use Static for a fixed policy (tests, built-in policy).
 //
-// The key format, stable across versions, is documented on Resolve.
+// The key format, stable across versions, is documented on Resolve; package
+// limitkey builds and parses it (this package adds what needs a policy:
+// LimitOfKey and ParamsForKey find the limit and numbers of a key).
 package policy

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/weirhq/weir/limitkey"
 )
 
 // EnvoyLimit is a limit's Envoy rate limit service (RLS) settings. A limit
@@ -169,11 +171,12 @@ func (p *Policy) envoyMatch(l *Limit, entries []EnvoyEntry) (Match, bool) {
 	for _, e := range entries {
 		vals[p.index[e.Key]] = e.Value
 	}
-	size, ok := keySize(l, vals)
+	var kbuf [32]string
+	values, ok := keyValues(l, vals, kbuf[:0])
 	if !ok {
 		return Match{}, false
 	}
-	group := vals[l.match[l.groupPos]]
+	group := values[l.groupPos]
 	e := p.tenantProfile(vals)[slices.Index(p.Limits, l)]
-	return Match{Limit: l, Key: buildKey(l, vals, group, size), GroupValue: group, Params: e.params, Shadow: e.shadow}, true
+	return Match{Limit: l, Key: limitkey.Key(group, l.Name, values...), GroupValue: group, Params: e.params, Shadow: e.shadow}, true
 }

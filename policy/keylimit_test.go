@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/weirhq/weir/limitkey"
+)
 
 // builtinMatches resolves the built-in policy's first limit for values
 // that need escaping in a key.
@@ -19,24 +23,21 @@ func builtinMatches(t *testing.T) (*Policy, []Match) {
 	return p, ms
 }
 
-func TestPolicy_LimitOfKey_andGroupOfKey(t *testing.T) {
+func TestPolicy_LimitOfKey(t *testing.T) {
 	p, ms := builtinMatches(t)
 	l := p.Limits[0]
 	for _, m := range ms {
 		if got := p.LimitOfKey(m.Key); got != m.Limit {
 			t.Errorf("LimitOfKey(%q) = %v, want %s", m.Key, got, m.Limit.Name)
 		}
-		if g, ok := GroupOfKey(m.Key); !ok || g != m.GroupValue {
-			t.Errorf("GroupOfKey(%q) = %q, %v; want %q", m.Key, g, ok, m.GroupValue)
+		if g, ok := limitkey.Group(m.Key); !ok || g != m.GroupValue {
+			t.Errorf("limitkey.Group(%q) = %q, %v; want %q", m.Key, g, ok, m.GroupValue)
 		}
 	}
 	for _, k := range []string{"", "weir:", "weir:{x}", "other:{x}:" + l.Name + ":x", "weir:{x}:nosuchlimit:x"} {
 		if got := p.LimitOfKey(k); got != nil {
 			t.Errorf("LimitOfKey(%q) = %s, want nil", k, got.Name)
 		}
-	}
-	if _, ok := GroupOfKey("weir:{x"); ok {
-		t.Error("GroupOfKey of an unclosed tag: ok")
 	}
 }
 
@@ -47,5 +48,23 @@ func TestPolicy_LimitOfKey_doesNotAllocate(t *testing.T) {
 	key := ms[0].Key
 	if allocs := testing.AllocsPerRun(100, func() { p.LimitOfKey(key) }); allocs != 0 {
 		t.Errorf("LimitOfKey allocates %v times per call", allocs)
+	}
+}
+
+// ParamsForKey runs for every key the owner validates: with a tenant it
+// allocates only the one-element answer, the key's fields are cut in place.
+func TestPolicy_ParamsForKey_allocations(t *testing.T) {
+	p, err := Parse("test.yaml", []byte(keyPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]float64{
+		"weir:{acme}:per-user:acme:u1": 1, // the answer slice
+		"weir:{r1}:per-route:r1":       0, // ambiguous: the policy's own set
+		"weir:{x}:nope:x":              0,
+	} {
+		if got := testing.AllocsPerRun(100, func() { p.ParamsForKey(key) }); got != want {
+			t.Errorf("ParamsForKey(%q) allocates %v times per call, want %v", key, got, want)
+		}
 	}
 }

@@ -2,10 +2,10 @@ package policy
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/limitkey"
 )
 
 // The ranges a policy accepts for a limit's numbers, as GCRA parameters.
@@ -67,9 +67,10 @@ const (
 // overrides when the key carries the tenant. With KeyExact the slice holds
 // the one answer; with KeyAmbiguous every value the limit may have; with
 // KeyUnknown it is nil. The slice must not be modified. Safe for concurrent
-// use; it allocates only to unescape a tenant value that needed escaping.
+// use; it allocates only the answer for a key that carries its tenant, and
+// to unescape a tenant value that needed escaping.
 func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
-	l, fields, ok := p.splitKey(key)
+	l, parts, ok := p.limitOfKey(key)
 	if !ok {
 		return nil, KeyUnknown
 	}
@@ -81,7 +82,7 @@ func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 		if di != p.tenantIdx {
 			continue
 		}
-		prof, found := p.tenants[unescape(fields[j])]
+		prof, found := p.tenants[limitkey.Unescape(parts.Value(j))]
 		if !found {
 			prof = p.base
 		}
@@ -93,70 +94,18 @@ func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
 	return p.keys.paramSets[li], KeyExact
 }
 
-// splitKey finds the limit that built key and the key's value fields
-// (still escaped), one per entry of the limit's Match.
-func (p *Policy) splitKey(key string) (*Limit, []string, bool) {
-	l, fields, ok := p.limitOfKey(key)
+// limitOfKey finds the limit that built key and the key's fields, without
+// allocating.
+func (p *Policy) limitOfKey(key string) (*Limit, limitkey.Parts, bool) {
+	parts, ok := limitkey.Split(key)
 	if !ok {
-		return nil, nil, false
+		return nil, limitkey.Parts{}, false
 	}
-	return l, strings.Split(fields, ":"), true
-}
-
-// limitOfKey is splitKey without splitting, so without allocating: the
-// value fields come back joined by ':' (escaped values hold no ':').
-func (p *Policy) limitOfKey(key string) (*Limit, string, bool) {
-	rest, ok := strings.CutPrefix(key, KeyPrefix+"{")
-	if !ok {
-		return nil, "", false
+	l := p.byName[parts.Name]
+	if l == nil || parts.NumValues() != len(l.match) {
+		return nil, limitkey.Parts{}, false
 	}
-	_, rest, ok = strings.Cut(rest, "}:")
-	if !ok {
-		return nil, "", false
-	}
-	name, rest, ok := strings.Cut(rest, ":")
-	l := p.byName[name]
-	if !ok || l == nil || strings.Count(rest, ":")+1 != len(l.match) {
-		return nil, "", false
-	}
-	return l, rest, true
-}
-
-// unescape reverses writeEscaped. Malformed escapes are kept as they are:
-// such a value names no tenant of the policy.
-func unescape(s string) string {
-	if strings.IndexByte(s, '%') < 0 {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] == '%' && i+2 < len(s) {
-			if c, ok := unhex(s[i+1], s[i+2]); ok {
-				b.WriteByte(c)
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func unhex(hi, lo byte) (byte, bool) {
-	h, ok1 := hexVal(hi)
-	l, ok2 := hexVal(lo)
-	return h<<4 | l, ok1 && ok2
-}
-
-func hexVal(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	return l, parts, true
 }
 
 // keyIndex is what ParamsForKey needs beyond the profiles.
@@ -192,17 +141,4 @@ func (p *Policy) indexParams() {
 	for _, prof := range p.tenants {
 		add(prof)
 	}
-}
-
-// GroupTag returns the hash tag Resolve writes for a group value: the value
-// with '%', '{', '}' and ':' escaped. A key of that group holds it between
-// its first '{' and '}'.
-func GroupTag(group string) string {
-	if escapedLen(group) == len(group) {
-		return group
-	}
-	var b strings.Builder
-	b.Grow(escapedLen(group))
-	writeEscaped(&b, group)
-	return b.String()
 }

@@ -2,26 +2,25 @@ package policy
 
 import (
 	"fmt"
-	"strings"
-)
 
-// KeyPrefix starts every key Resolve builds.
-const KeyPrefix = "weir:"
+	"github.com/weirhq/weir/limitkey"
+)
 
 // Resolve appends to dst one Match per limit whose Match descriptors are all
 // present in desc, in policy order, and returns the extended slice. A
 // descriptor with an empty value counts as absent.
 //
-// The key of a match is
+// The key of a match is limitkey.Key(group value, limit name, v1, v2...):
 //
 //	weir:{<group value>}:<limit name>:<v1>:<v2>...
 //
 // where v1, v2... are the values of the limit's Match descriptors in order
 // (the group's value appears again among them). In the group value and in
 // every v_i the bytes '%', '{', '}' and ':' are written as %25, %7B, %7D and
-// %3A, so values can neither close the hash tag nor split fields. Keys that
-// share a group value share a Redis Cluster hash slot. Limit names cannot
-// contain those bytes.
+// %3A (package limitkey has the grammar and the escaping rule), so values
+// can neither close the hash tag nor split fields. Keys that share a group
+// value share a Redis Cluster hash slot. Limit names cannot contain those
+// bytes.
 //
 // When the policy rejects unknown descriptors and desc has a name no limit
 // uses, Resolve returns dst unchanged and an error wrapping
@@ -52,19 +51,20 @@ func (p *Policy) Resolve(desc map[string]string, dst []Match) ([]Match, error) {
 		return dst, fmt.Errorf("%w %q", ErrUnknownDescriptor, unknown)
 	}
 	prof := p.tenantProfile(vals)
+	var kbuf [32]string // one limit's values, in its Match order
 	for li, l := range p.Limits {
 		if l.Envoy.Domain != "" {
 			continue // answers Envoy RLS only, see ResolveEnvoy
 		}
-		size, ok := keySize(l, vals)
+		values, ok := keyValues(l, vals, kbuf[:0])
 		if !ok {
 			continue
 		}
-		group := vals[l.match[l.groupPos]]
+		group := values[l.groupPos]
 		e := prof[li]
 		dst = append(dst, Match{
 			Limit:      l,
-			Key:        buildKey(l, vals, group, size),
+			Key:        limitkey.Key(group, l.Name, values...),
 			GroupValue: group,
 			Params:     e.params,
 			Shadow:     e.shadow,
@@ -87,61 +87,14 @@ func (p *Policy) tenantProfile(vals []string) profile {
 	return p.base
 }
 
-// keySize returns the length of l's key for vals, and false when one of l's
-// descriptors is absent.
-func keySize(l *Limit, vals []string) (int, bool) {
-	// "weir:{" + group + "}:" + name + (":" + v)*
-	n := len(KeyPrefix) + 3 + len(l.Name)
+// keyValues appends to dst the request's values of l's Match descriptors,
+// in order, and returns false when one of them is absent.
+func keyValues(l *Limit, vals, dst []string) ([]string, bool) {
 	for _, di := range l.match {
-		v := vals[di]
-		if v == "" {
-			return 0, false
+		if vals[di] == "" {
+			return nil, false
 		}
-		n += 1 + escapedLen(v)
+		dst = append(dst, vals[di])
 	}
-	return n + escapedLen(vals[l.match[l.groupPos]]), true
-}
-
-func buildKey(l *Limit, vals []string, group string, size int) string {
-	var b strings.Builder
-	b.Grow(size)
-	b.WriteString(KeyPrefix)
-	b.WriteByte('{')
-	writeEscaped(&b, group)
-	b.WriteString("}:")
-	b.WriteString(l.Name)
-	for _, di := range l.match {
-		b.WriteByte(':')
-		writeEscaped(&b, vals[di])
-	}
-	return b.String()
-}
-
-func needsEscape(c byte) bool { return c == '%' || c == '{' || c == '}' || c == ':' }
-
-func escapedLen(s string) int {
-	n := len(s)
-	for i := 0; i < len(s); i++ {
-		if needsEscape(s[i]) {
-			n += 2
-		}
-	}
-	return n
-}
-
-func writeEscaped(b *strings.Builder, s string) {
-	const hex = "0123456789ABCDEF"
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !needsEscape(c) {
-			continue
-		}
-		b.WriteString(s[start:i])
-		b.WriteByte('%')
-		b.WriteByte(hex[c>>4])
-		b.WriteByte(hex[c&0xF])
-		start = i + 1
-	}
-	b.WriteString(s[start:])
+	return dst, true
 }

@@ -122,29 +122,43 @@ func (b *Backend) Decide(ctx context.Context, keys []string, limits []gcra.Limit
 	return parseReply(reply, len(keys))
 }
 
+// Validate reports whether r is a decision [Backend.Decide] would send,
+// with the error Decide returns for it otherwise (see Decide for the
+// rules). It changes nothing and sends nothing; in-memory twins of the
+// Backend (redistest.Memory) call it so that they refuse exactly what the
+// Backend refuses.
+func (r DecideRequest) Validate() error {
+	if len(r.Keys) != len(r.Limits) {
+		return fmt.Errorf("redisbackend: %d keys for %d limits", len(r.Keys), len(r.Limits))
+	}
+	if err := checkKeys(r.Keys); err != nil {
+		return err
+	}
+	if r.Cost <= 0 {
+		return fmt.Errorf("redisbackend: %w: got %d", gcra.ErrInvalidCost, r.Cost)
+	}
+	if r.Now < 0 || r.Now > MaxTime {
+		return fmt.Errorf("redisbackend: now %dns outside [0, %d]", r.Now, MaxTime)
+	}
+	for i, l := range r.Limits {
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("redisbackend: limit %d: %w", i, err)
+		}
+		if l.Span() > MaxSpan {
+			return fmt.Errorf("redisbackend: limit %d: %w: span %dns exceeds %dns", i, gcra.ErrInvalidLimit, l.Span(), MaxSpan)
+		}
+	}
+	return nil
+}
+
 // scriptArgs validates one decision and builds the script's ARGV.
 func scriptArgs(keys []string, limits []gcra.Limit, cost int64, now int64) ([]any, error) {
-	if len(keys) != len(limits) {
-		return nil, fmt.Errorf("redisbackend: %d keys for %d limits", len(keys), len(limits))
-	}
-	if err := checkKeys(keys); err != nil {
+	if err := (DecideRequest{Keys: keys, Limits: limits, Cost: cost, Now: now}).Validate(); err != nil {
 		return nil, err
-	}
-	if cost <= 0 {
-		return nil, fmt.Errorf("redisbackend: %w: got %d", gcra.ErrInvalidCost, cost)
-	}
-	if now < 0 || now > MaxTime {
-		return nil, fmt.Errorf("redisbackend: now %dns outside [0, %d]", now, MaxTime)
 	}
 	args := make([]any, 0, 3+2*len(limits))
 	args = append(args, cost, now/1000, now%1000)
-	for i, l := range limits {
-		if err := l.Validate(); err != nil {
-			return nil, fmt.Errorf("redisbackend: limit %d: %w", i, err)
-		}
-		if l.Span() > MaxSpan {
-			return nil, fmt.Errorf("redisbackend: limit %d: %w: span %dns exceeds %dns", i, gcra.ErrInvalidLimit, l.Span(), MaxSpan)
-		}
+	for _, l := range limits {
 		args = append(args, l.Interval, l.Burst)
 	}
 	return args, nil

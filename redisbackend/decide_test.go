@@ -276,22 +276,6 @@ func TestBackend_Decide_invalidSendsNothing(t *testing.T) {
 	}
 }
 
-func TestHashTag(t *testing.T) {
-	for key, want := range map[string]string{
-		"rl:{tenant42}:user:7": "tenant42",
-		"plain":                "",
-		"{}x{y}":               "",
-		"a{b}c{d}":             "b",
-		"x{y":                  "",
-		"x}{y}":                "y",
-		"{{a}}":                "{a",
-	} {
-		if got := redisbackend.HashTag(key); got != want {
-			t.Errorf("HashTag(%q) = %q, want %q", key, got, want)
-		}
-	}
-}
-
 func TestConfig_Validate(t *testing.T) {
 	if err := redisbackend.DefaultConfig().Validate(); err != nil {
 		t.Errorf("default: %v", err)

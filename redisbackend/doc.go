@@ -25,9 +25,10 @@
 // which is why spans are bounded by [MaxSpan] (2^52 ns, about 52 days).
 //
 // The same code serves a single Redis and Redis Cluster through
-// redis.UniversalClient. A decision's keys must share one hash tag (the
-// tenant group, as in "rl:{tenant42}:user:7") so they live in one slot;
-// otherwise the call fails with [ErrCrossSlot] before anything is sent.
+// redis.UniversalClient. A decision's keys must share one hash tag
+// ([limitkey.HashTag]: the tenant group, as in "rl:{tenant42}:user:7") so
+// they live in one slot; otherwise the call fails with [ErrCrossSlot]
+// before anything is sent.
 //
 // Usage:
 //
@@ -66,6 +67,10 @@
 //     storing, or a key could be credited time it never rested.
 //   - StoreTATs overwrites unconditionally: only a key's current owner may
 //     call it.
+//
+// Tests of code that uses LoadTATs, StoreTATs and DecidePipelined through
+// an interface of its own can use redistest.Memory, an in-memory twin held
+// to a Backend on a real redis-server by a conformance test.
 //
 // A Backend is safe for concurrent use and keeps no state between calls.
 package redisbackend

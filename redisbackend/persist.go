@@ -18,6 +18,17 @@ type TAT struct {
 	Now int64
 }
 
+// Validate reports whether t is a TAT [Backend.StoreTATs] would write: a
+// non-empty key, Now > 0 and 0 <= TAT <= MaxTime. It changes nothing and
+// sends nothing; in-memory twins of the Backend call it so that they refuse
+// exactly what the Backend refuses.
+func (t TAT) Validate() error {
+	if t.Key == "" || t.Now <= 0 || t.TAT < 0 || t.TAT > MaxTime {
+		return fmt.Errorf("redisbackend: invalid tat %+v: need a key, now > 0 and 0 <= tat <= %d", t, MaxTime)
+	}
+	return nil
+}
+
 // LoadTATs reads the TATs of keys in one pipeline of MGETs: one in all on
 // a single Redis, one per hash slot on Cluster (an MGET may not cross
 // slots; keys of one group share their group's slot). The result has one
@@ -118,8 +129,8 @@ const ExpiryGrace = time.Second
 // by ctx and Config.Timeout; on failure some writes may have been applied.
 func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 	for _, t := range tats {
-		if t.Key == "" || t.Now <= 0 || t.TAT < 0 || t.TAT > MaxTime {
-			return fmt.Errorf("redisbackend: invalid tat %+v: need a key, now > 0 and 0 <= tat <= %d", t, MaxTime)
+		if err := t.Validate(); err != nil {
+			return err
 		}
 	}
 	if len(tats) == 0 {

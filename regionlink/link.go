@@ -27,7 +27,9 @@ type Owners interface {
 
 // Sender carries a report to the node at addr and returns its reply: to a
 // node of another region, or to the owner of some of the report's keys
-// inside this region (forwarded). Safe for concurrent use.
+// inside this region (forwarded). Safe for concurrent use. peer.Client
+// (and peertest's Network.Reporter) implements it; this package owns the
+// interface so that it needs no transport.
 type Sender interface {
 	Send(ctx context.Context, addr string, r region.Report, forwarded bool) (region.Reply, error)
 }
@@ -44,7 +46,7 @@ type Deps struct {
 	// smaller than the number of regions go to the busiest regions
 	// (region.Home.SetBursts). Optional; safe for concurrent use.
 	Burst func(key string) int64
-	// Group returns the group a key belongs to (policy.GroupOfKey).
+	// Group returns the group a key belongs to (limitkey.Group).
 	Group func(key string) (string, bool)
 	// Clock times the reports and grants (as the time elapsed since New,
 	// Clock.Since of its reading then: monotonic with clock.Real) and

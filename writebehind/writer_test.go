@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/writebehind"
 )
@@ -259,7 +260,7 @@ func TestWriter_FlushKeys_onlyMatching(t *testing.T) {
 		w.Mark(fmt.Sprintf("rl:{a}:%d", i), 10)
 		w.Mark(fmt.Sprintf("rl:{b}:%d", i), 20)
 	}
-	inA := func(k string) bool { return redisbackend.HashTag(k) == "a" }
+	inA := func(k string) bool { return limitkey.HashTag(k) == "a" }
 	if err := w.FlushKeys(t.Context(), inA); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/weirhq/weir/admin"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/shadow"
 )
@@ -98,7 +98,8 @@ func (n *node) status(lim *limiter.Limiter, reg prometheus.Gatherer) admin.Statu
 // tier and tenant overrides.
 func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 	ks := admin.KeyState{Key: key}
-	group, limitName, ok := splitKey(key)
+	parts, ok := limitkey.Split(key)
+	group, limitName := limitkey.Unescape(parts.Tag), parts.Name // group unescaped, as owner memory shards by it
 	if !ok {
 		ks.Error = "not a weir key (weir:{group}:limit:...)"
 		return ks
@@ -132,23 +133,4 @@ func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 		ks.Remaining++ // r counts the peeked request as admitted
 	}
 	return ks
-}
-
-// splitKey takes the group value (unescaped, as owner memory shards by
-// it) and the limit name out of a key built by policy.Resolve.
-func splitKey(key string) (group, limit string, ok bool) {
-	rest, found := strings.CutPrefix(key, policy.KeyPrefix+"{")
-	if !found {
-		return "", "", false
-	}
-	escaped, rest, found := strings.Cut(rest, "}:")
-	if !found {
-		return "", "", false
-	}
-	group, err := url.PathUnescape(escaped) // Resolve escapes % { } : as %XX
-	if err != nil {
-		return "", "", false
-	}
-	limit, _, _ = strings.Cut(rest, ":")
-	return group, limit, limit != ""
 }

@@ -24,7 +24,6 @@ import (
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisconn"
-	"github.com/weirhq/weir/regionlink"
 	"github.com/weirhq/weir/server"
 	"github.com/weirhq/weir/shadow"
 )
@@ -90,10 +89,14 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := n.openRegions(cfg, policies, reg); err != nil {
+	peers, err := n.openPeers(cfg, reg)
+	if err != nil {
 		return nil, err
 	}
-	st, err := n.openState(bgCtx, cfg, reg)
+	if err := n.openRegions(cfg, policies, peers, reg); err != nil {
+		return nil, err
+	}
+	st, err := n.openState(bgCtx, cfg, peers, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +197,11 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	n.health = server.RegisterGRPC(public, lim, n.logger, server.WithTopology(n.topology(lim)))
 	n.peerGRPC = grpc.NewServer(slices.Concat(n.peerServerOptions(), peer.DefaultServerConfig().ServerOptions(), workers)...)
 	peerGated := grpclimit.Gate(n.peerGRPC, budget, int(maxGRPCMessage()))
-	peer.Register(peerGated, ph)
+	var rh peer.RegionHandler // a nil *regionlink.Link must stay a nil interface
 	if n.regional.link != nil {
-		regionlink.Register(peerGated, n.regional.link) // node-to-node only, never the public server
+		rh = n.regional.link
 	}
+	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns

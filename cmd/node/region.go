@@ -14,6 +14,8 @@ import (
 	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
+	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
 	"github.com/weirhq/weir/regionlink"
@@ -106,17 +108,16 @@ func (r regions) policyCheck(own, node string) func(*policy.Policy) ([]string, e
 	}
 }
 
-// openRegions builds the region link when --region-peers is set; the
-// cluster it routes reports through is bound later (bindRegions).
-func (n *node) openRegions(cfg config, policies limiter.PolicySource, reg prometheus.Registerer) error {
+// openRegions builds the region link when --region-peers is set, sending
+// its reports with the node's peer client; the cluster it routes reports
+// through is bound later (bindRegions).
+func (n *node) openRegions(cfg config, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) error {
 	lcfg, on, err := cfg.regions.linkConfig(cfg.Region, cfg.NodeName)
 	if err != nil || !on {
 		return err
 	}
-	client := regionlink.NewClient(n.peerClientCredentials(cfg))
-	n.closers = append(n.closers, client.Close)
 	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: client, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: policy.GroupOfKey}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: peers, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}

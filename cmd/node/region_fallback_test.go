@@ -13,6 +13,7 @@ import (
 	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer/peertest"
 	"github.com/weirhq/weir/policy"
@@ -74,7 +75,7 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 		}
 		owners := &lazyOwners{}
 		link, err := regionlink.New(lcfg, regionlink.Deps{Owners: owners, Sender: cutOffSender{},
-			Classify: classifyGlobal(policy.Static(pol)), Group: policy.GroupOfKey}, nil, prometheus.NewRegistry())
+			Classify: classifyGlobal(policy.Static(pol)), Group: limitkey.Group}, nil, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,10 +36,25 @@ type state struct {
 	gossip     atomic.Pointer[membership.Membership]
 }
 
+// openPeers builds the node's one peer client: forwards, leases and
+// region reports to a node share its connection, with the peer mTLS
+// credentials.
+func (n *node) openPeers(cfg config, reg prometheus.Registerer) (*peer.Client, error) {
+	pcfg := peer.DefaultClientConfig()
+	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
+	pcfg.TLS = n.peerClientCredentials(cfg)
+	peers, err := peer.NewClient(pcfg, n.logger, reg)
+	if err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, peers.Close)
+	return peers, nil
+}
+
 // openState builds owner memory, the optional Redis persistence (backend,
-// write-behind, Redis clock), the ring and the peer client, and the cluster
-// that ties them together. A node without --join is a cluster of one.
-func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registerer) (*state, error) {
+// write-behind, Redis clock), the ring, and the cluster that ties them and
+// the peer client together. A node without --join is a cluster of one.
+func (n *node) openState(ctx context.Context, cfg config, peers *peer.Client, reg prometheus.Registerer) (*state, error) {
 	mem := memstore.New(memstoreConfig(cfg.Bounds))
 	registerMemstoreMetrics(mem, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -69,14 +84,7 @@ func (n *node) openState(ctx context.Context, cfg config, reg prometheus.Registe
 		return nil, err
 	}
 	st.ring = deps.Ring
-	pcfg := peer.DefaultClientConfig()
-	pcfg.LocalName, pcfg.Timeout = cfg.NodeName, cfg.ForwardTimeout
-	pcfg.TLS = n.peerClientCredentials(cfg)
-	if st.peers, err = peer.NewClient(pcfg, n.logger, reg); err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, st.peers.Close)
-	deps.Forwarder = st.peers
+	st.peers, deps.Forwarder = peers, peers
 	ccfg := cluster.DefaultConfig()
 	ccfg.LocalName = cfg.NodeName
 	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout

@@ -1,8 +1,12 @@
-// Package peertest is an in-memory network for weir's node-to-node
-// forwarding: nodes register a peer.Handler under a name, and each node gets
-// a peer.Forwarder that reaches the others by name, with no sockets. Links
-// can fail fast, hang, be delayed or be partitioned, so in-process cluster
-// tests can exercise forwarding and its failure paths quickly.
+// Package peertest is an in-memory network for weir's node-to-node plane,
+// the twin of package peer's Client and Register: nodes register a
+// peer.Handler under a name (and a peer.RegionHandler with
+// peer.WithRegion, as with peer.Register), and each node gets a
+// peer.Forwarder, a peer.Leaser and a peer.Reporter (a regionlink.Sender)
+// that reach the others by name, with no sockets. Forwards, lease
+// refreshes and region reports cross the same links: they can fail fast,
+// hang, be delayed or be partitioned, for all three kinds alike, so
+// in-process tests can exercise the plane and its failure paths quickly.
 //
 // Usage:
 //
@@ -11,6 +15,8 @@
 //	net.Register("b", handlerB)
 //	fwd := net.Forwarder("a") // a peer.Forwarder; addresses are node names
 //	res, err := fwd.Decide(ctx, "b", item)
+//	net.Register("c", handlerC, peer.WithRegion(linkC))
+//	reply, err := net.Reporter("a").Send(ctx, "c", report, false)
 //
 //	net.Partition([]string{"a"}, []string{"b"}) // calls hang until ctx ends
 //	net.HealAll()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/peer"
+	"github.com/weirhq/weir/region"
 )
 
 // Errors returned by a Forwarder of the Network.
@@ -43,6 +44,7 @@ type link struct{ from, to string }
 type Network struct {
 	mu       sync.Mutex
 	handlers map[string]peer.Handler
+	regions  map[string]peer.RegionHandler
 	faults   map[link]fault
 	delays   map[link]time.Duration
 	sent     map[link]int
@@ -52,18 +54,29 @@ type Network struct {
 func NewNetwork() *Network {
 	return &Network{
 		handlers: make(map[string]peer.Handler),
+		regions:  make(map[string]peer.RegionHandler),
 		faults:   make(map[link]fault),
 		delays:   make(map[link]time.Duration),
 		sent:     make(map[link]int),
 	}
 }
 
-// Register makes h answer calls addressed to name, replacing any earlier
-// Handler for it.
-func (n *Network) Register(name string, h peer.Handler) {
+// Register makes h answer the calls addressed to name, and opts add the
+// services peer.Register would (peer.WithRegion), replacing whatever name
+// served before.
+func (n *Network) Register(name string, h peer.Handler, opts ...peer.ServeOption) {
+	var sv peer.Services
+	for _, o := range opts {
+		o(&sv)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.handlers[name] = h
+	if sv.Region != nil {
+		n.regions[name] = sv.Region
+	} else {
+		delete(n.regions, name)
+	}
 }
 
 // Unregister removes name: later calls to it fail with ErrUnknownNode.
@@ -71,6 +84,7 @@ func (n *Network) Unregister(name string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.handlers, name)
+	delete(n.regions, name)
 }
 
 // Drop makes calls over from->to fail at once with ErrDropped, like a
@@ -116,7 +130,8 @@ func (n *Network) HealAll() {
 	clear(n.delays)
 }
 
-// Sent reports how many requests crossed from->to and reached the handler.
+// Sent reports how many requests of any kind (Decide, Lease, Send)
+// crossed from->to and reached the handler.
 func (n *Network) Sent(from, to string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -257,4 +272,53 @@ func (f forwarder) Lease(ctx context.Context, addr string, r lease.Refresh) ([]p
 		return nil, err
 	}
 	return answers, nil
+}
+
+// Reporter returns the peer.Reporter of node from (a regionlink.Sender);
+// its addresses are node names. A node registered without
+// peer.WithRegion answers every report with an error, like a server
+// without the Region service.
+func (n *Network) Reporter(from string) peer.Reporter {
+	return forwarder{n: n, from: from}
+}
+
+var _ peer.Reporter = forwarder{}
+
+// Send carries r to the node named addr over the same links, faults and
+// counts as Decide and Lease. The report and the reply are copied.
+func (f forwarder) Send(ctx context.Context, addr string, r region.Report, forwarded bool) (region.Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return region.Reply{}, err
+	}
+	if err := f.n.cross(ctx, f.from, addr); err != nil {
+		return region.Reply{}, err
+	}
+	rh, err := f.n.region(addr)
+	if err != nil {
+		return region.Reply{}, err
+	}
+	f.n.count(f.from, addr)
+	r.Items = slices.Clone(r.Items)
+	reply, err := rh.Handle(ctx, r, forwarded)
+	if err != nil {
+		return region.Reply{}, fmt.Errorf("peertest: %s: %w", addr, err)
+	}
+	reply.Grants = slices.Clone(reply.Grants)
+	if err := f.n.cross(ctx, addr, f.from); err != nil {
+		return region.Reply{}, err
+	}
+	return reply, nil
+}
+
+// region returns the RegionHandler of name.
+func (n *Network) region(name string) (peer.RegionHandler, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if rh, ok := n.regions[name]; ok {
+		return rh, nil
+	}
+	if _, ok := n.handlers[name]; ok {
+		return nil, fmt.Errorf("peertest: %s serves no region reports", name)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknownNode, name)
 }

@@ -4,7 +4,8 @@
 // each have a replica with [StartClusterWithReplicas], which can kill a
 // master ([Cluster.KillMaster]), fail one over ([Cluster.Failover]) and move
 // a slot ([Cluster.MigrateSlot]), and a master with replicas watched by
-// sentinels with [StartSentinel].
+// sentinels with [StartSentinel]; and [Memory], an in-memory twin of the
+// Backend methods an owner uses, for unit tests that need no server.
 //
 // Every server listens on a free loopback port chosen at start (never a fixed
 // port), keeps no data on disk (no RDB, no AOF) and lives in the test's
@@ -26,8 +27,31 @@
 //		promoted := g.WaitFailover(old, time.Minute) // every sentinel agrees
 //	}
 //
-// Caller's duties: redis-server (and redis-cli for clusters) must be on PATH;
-// the tests fail, never skip, when they are missing. Call methods that may
-// fail the test from the test goroutine. A server left paused is still
-// killed at cleanup.
+// Memory: an in-memory twin of [redisbackend.Backend]'s LoadTATs, StoreTATs
+// and DecidePipelined, as etcd raft's MemoryStorage is of its Storage. The
+// consumer declares the interface it needs, and both satisfy it:
+//
+//	// in the owner's package
+//	type Redis interface {
+//		LoadTATs(ctx context.Context, keys []string) ([]int64, error)
+//		StoreTATs(ctx context.Context, tats []redisbackend.TAT) error
+//		DecidePipelined(ctx context.Context, reqs []redisbackend.DecideRequest) ([]redisbackend.Decision, []error, error)
+//	}
+//
+//	// in its tests
+//	mem := redistest.NewMemory(clk)           // a clocktest.Manual: Redis's clock
+//	mem.FailNext(redistest.OpLoad, 1, redistest.Refused()) // "unreachable"
+//	release := mem.Block(redistest.OpDecide)  // strict decisions hang
+//	_ = mem.WaitBlocked(ctx, redistest.OpDecide, 1)
+//	release()
+//	n := mem.Calls(redistest.OpStore)
+//
+// For the same TATs, clock and input a Memory answers what a Backend on a
+// single Redis answers (the conformance test in this package runs one table
+// against both); [Memory] lists the few differences.
+//
+// Caller's duties: redis-server (and redis-cli for clusters) must be on
+// PATH for the real servers; the tests fail, never skip, when they are
+// missing. Call methods that may fail the test from the test goroutine. A
+// server left paused is still killed at cleanup.
 package redistest

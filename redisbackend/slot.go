@@ -2,33 +2,18 @@ package redisbackend
 
 import (
 	"fmt"
-	"strings"
-)
 
-// HashTag returns the hash tag of key as Redis Cluster defines it: the text
-// between the first '{' and the first '}' after it, when that text is not
-// empty. It returns "" when key has no such tag, in which case Redis hashes
-// the whole key.
-func HashTag(key string) string {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return ""
-	}
-	end := strings.IndexByte(key[open+1:], '}')
-	if end <= 0 { // no '}' at all, or "{}" which Redis ignores
-		return ""
-	}
-	return key[open+1 : open+1+end]
-}
+	"github.com/weirhq/weir/limitkey"
+)
 
 // slots is the number of hash slots of a Redis Cluster.
 const slots = 16384
 
 // KeySlot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of
-// its hash tag, or of the whole key when it has none, modulo 16384. Keys of
-// one group (one hash tag) share a slot.
+// its hash tag (limitkey.HashTag), or of the whole key when it has none,
+// modulo 16384. Keys of one group (one hash tag) share a slot.
 func KeySlot(key string) uint16 {
-	if tag := HashTag(key); tag != "" {
+	if tag := limitkey.HashTag(key); tag != "" {
 		key = tag
 	}
 	return crc16(key) % slots
@@ -62,12 +47,12 @@ func checkKeys(keys []string) error {
 	if len(keys) == 1 {
 		return nil
 	}
-	tag := HashTag(keys[0])
+	tag := limitkey.HashTag(keys[0])
 	if tag == "" {
 		return fmt.Errorf("%w: key 0 %q of a %d-key decision has no hash tag", ErrCrossSlot, keys[0], len(keys))
 	}
 	for i, k := range keys {
-		if t := HashTag(k); t != tag {
+		if t := limitkey.HashTag(k); t != tag {
 			return fmt.Errorf("%w: key %d %q has hash tag %q, key 0 %q has %q", ErrCrossSlot, i, k, t, keys[0], tag)
 		}
 		for _, prev := range keys[:i] {
