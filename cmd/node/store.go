@@ -152,7 +152,7 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clock, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, n.logger, reg)
+	clock, err := redisclock.New(redisclock.DefaultConfig(), src, nil, n.logger, reg) // nil: the local clock is clock.Real()
 	if err != nil {
 		return nil, nil, nil, err
 	}
