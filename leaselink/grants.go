@@ -20,7 +20,7 @@ import (
 
 // The grantor side of leases: an owner grants batches of a hot leasable
 // key's units to peers (HandleLease), and the owner decides every request
-// on such a key on the ledger's Effective TAT (Adjust), so units out on
+// on such a key on the ledger's Effective TAT (Effective), so units out on
 // leases are never refilled. Grants keeps the ledger and runs the
 // protocol; every change of a key's TAT goes through the owner's state
 // machine (Owner), under the key's lock at the owner's memory epoch.
@@ -138,18 +138,16 @@ func (gs *Grants) Leased(group, key string) int64 {
 	return gs.g.Outstanding(group, key, gs.now())
 }
 
-// Adjust returns the memstore hook that decides group's keys on the
-// ledger's Effective TAT at now, or nil when no key has a ledger. It is
+// Active reports whether any key has a ledger, without a lock. It is
 // owner.Leases.
-func (gs *Grants) Adjust(group string, now int64) memstore.Adjust {
-	if gs.active.Load() == 0 {
-		return nil
-	}
-	return func(key string, tat int64) int64 {
-		gs.mu.RLock()
-		defer gs.mu.RUnlock()
-		return gs.g.Effective(group, key, tat, now)
-	}
+func (gs *Grants) Active() bool { return gs.active.Load() != 0 }
+
+// Effective is key's TAT as decisions must see it at now, under the
+// ledger's read lock (decisions read side by side). It is owner.Leases.
+func (gs *Grants) Effective(group, key string, tat, now int64) int64 {
+	gs.mu.RLock()
+	defer gs.mu.RUnlock()
+	return gs.g.Effective(group, key, tat, now)
 }
 
 // Forget forgets the ledgers of keys handed off. Their reservations are

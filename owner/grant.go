@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/breaker"
-	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/redisbackend"
 )
 
@@ -14,14 +13,17 @@ import (
 // (leaselink.Grants) changes keys only through UpdateOwned and UpdateHeld,
 // under the keys' locks at the memory's epoch, and writes its grants
 // through WriteThrough; decisions on its keys read the ledger's Effective
-// TAT (Leases.Adjust). lease/design.md has the accounting.
+// TAT (Leases.Effective). lease/design.md has the accounting.
 
 // Leases is the ledger of the leases this node granted as an owner
 // (*leaselink.Grants).
 type Leases interface {
-	// Adjust returns the memstore hook that decides group's keys on the
-	// ledger's Effective TAT at now, or nil when no key has a ledger.
-	Adjust(group string, now int64) memstore.Adjust
+	// Active reports whether any key has a ledger: without one, decisions
+	// read their TATs as they are. Cheap: every decision asks.
+	Active() bool
+	// Effective is key's TAT as decisions must see it at now: tat raised
+	// by the units out on leases (lease.Grantor.Effective).
+	Effective(group, key string, tat, now int64) int64
 	// Forget forgets the ledgers of keys handed off.
 	Forget(lost func(key string) bool)
 }
@@ -30,13 +32,6 @@ type Leases interface {
 // ledgers of the keys dropped. Call it once, after New and before the
 // first decision.
 func (o *Owner) EnableLeases(l Leases) { o.leases = l }
-
-func (o *Owner) leaseAdjust(group string, now int64) memstore.Adjust {
-	if o.leases == nil {
-		return nil
-	}
-	return o.leases.Adjust(group, now)
-}
 
 func (o *Owner) forgetLeases(lost func(key string) bool) {
 	if o.leases != nil {

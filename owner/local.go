@@ -97,7 +97,15 @@ func (o *Owner) decideAt(ctx context.Context, epoch uint64, r *decide.Request, o
 	if !ok {
 		return o.shareDenied(r, out), nil
 	}
-	agg, err := o.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, limits, r.Cost, r.Now, out, o.leaseAdjust(r.Group, r.Now))
+	// With leases out, decide on the ledger's Effective TATs. The hook is
+	// made here, not in a helper, so that it lives on this frame's stack:
+	// a decision allocates nothing for it.
+	var adj memstore.Adjust
+	if l := o.leases; l != nil && l.Active() {
+		group, now := r.Group, r.Now
+		adj = func(key string, tat int64) int64 { return l.Effective(group, key, tat, now) }
+	}
+	agg, err := o.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, limits, r.Cost, r.Now, out, adj)
 	if errors.Is(err, memstore.ErrFull) {
 		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
 	}
