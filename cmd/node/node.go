@@ -93,26 +93,19 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := n.openRegions(cfg, policies, peers, reg); err != nil {
-		return nil, err
-	}
-	st, err := n.openState(bgCtx, cfg, peers, reg)
+	st, err := n.openState(bgCtx, cfg, policies, peers, reg)
 	if err != nil {
 		return nil, err
 	}
 	n.state = st
-	if err := n.enableLeases(bgCtx, cfg, st, policies, reg); err != nil {
-		return nil, err
-	}
 	if l := n.regional.link; l != nil {
-		n.regional.owners.c.Store(st.cluster)
 		n.goBackground(func() error { return l.Run(bgCtx) })
 	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
 	}
 	n.name = cfg.NodeName
-	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members), limiter.WithObserver(n.shadow.Observe), regionFallback(n.regional.link))
+	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.router, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.router.Members), limiter.WithObserver(n.shadow.Observe), regionFallback(n.regional.link))
 	if err != nil {
 		return nil, err
 	}
