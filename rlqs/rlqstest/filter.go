@@ -185,11 +185,12 @@ func sameBucket(a, b *typev3.TokenBucket) bool {
 func (f *Filter) Buckets() int { return len(f.buckets) }
 
 // tokenBucket is Envoy's atomic token bucket: full when created, filled
-// continuously at rate tokens a second up to max. It keeps the time at
-// which the bucket would have been empty, in seconds.
+// continuously at rate tokens a second up to max. Like Envoy's, it keeps
+// the time at which the bucket would have been empty; in integer
+// nanoseconds here, so that whole tokens stay whole.
 type tokenBucket struct {
 	max, rate float64
-	empty     float64
+	empty     int64
 }
 
 func newTokenBucket(tb *typev3.TokenBucket, now int64) *tokenBucket {
@@ -200,17 +201,26 @@ func newTokenBucket(tb *typev3.TokenBucket, now int64) *tokenBucket {
 		rate = float64(tb.GetTokensPerFill().GetValue()) / s
 	}
 	t := &tokenBucket{max: float64(tb.GetMaxTokens()), rate: max(rate, 1e-9)}
-	t.empty = secs(now) - t.max/t.rate
+	t.empty = now - t.span(t.max)
 	return t
 }
 
-func secs(ns int64) float64 { return float64(ns) / 1e9 }
+// span is how long the bucket takes to fill n tokens, in nanoseconds.
+func (t *tokenBucket) span(n float64) int64 {
+	if math.IsInf(t.rate, 1) {
+		return 0
+	}
+	return int64(math.Round(n * 1e9 / t.rate))
+}
 
 func (t *tokenBucket) consume(now int64) bool {
-	tokens := min(t.max, (secs(now)-t.empty)*t.rate)
+	tokens := t.max
+	if !math.IsInf(t.rate, 1) {
+		tokens = min(t.max, float64(now-t.empty)*t.rate/1e9)
+	}
 	if tokens < 1 {
 		return false
 	}
-	t.empty = secs(now) - (tokens-1)/t.rate
+	t.empty = now - t.span(tokens-1)
 	return true
 }
