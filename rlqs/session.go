@@ -55,6 +55,7 @@ type bucket struct {
 	denyUntil, nextTry int64
 	allowAt            int64 // when the last ALLOW_ALL was sent
 	gone               bool  // abandoned; its slots await settling
+	finished           bool  // its stranded units are counted
 	// asked is the units the last renewal asked for; full says the owner
 	// granted them all.
 	asked int64
@@ -144,7 +145,9 @@ func (s *session) report(p *policy.Policy, in *rlqsv3.RateLimitQuotaUsageReports
 		if n > 0 {
 			b.busyAt = now
 		}
-		if b.res.kind == kindLeased {
+		if b.res.kind == kindLeased && b.cur >= 0 {
+			// Admitted under a token bucket (roughly: the report spans the
+			// interval before now): for the stranded count.
 			b.allowed += int64(u.GetNumRequestsAllowed())
 		}
 		s.m.usage(b.res.label, u.GetNumRequestsAllowed(), u.GetNumRequestsDenied())
@@ -209,7 +212,8 @@ func (s *session) stop(b *bucket, now int64) {
 // finish counts what b's leases stranded: units leased that were neither
 // returned nor admitted by the Envoy (as its reports say).
 func (s *session) finish(b *bucket) {
-	if b.res.kind == kindLeased {
+	if b.res.kind == kindLeased && !b.finished {
+		b.finished = true
 		s.m.stranded(b.res.label, max(0, b.leased-b.returned-b.allowed))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/weirhq/weir/rlqs/rlqstest"
 )
@@ -265,7 +266,11 @@ func TestSession_close_strands(t *testing.T) {
 	f.s.close()
 	f.now += int64(4 * time.Second)
 	f.owner.Sweep(f.now)
-	if st := f.owner.Stats()["tenant"]; st.ExpiredUnits == 0 || st.CreditedUnits != 0 {
+	st := f.owner.Stats()["tenant"]
+	if st.ExpiredUnits == 0 || st.CreditedUnits != 0 {
 		t.Fatalf("owner stats %+v: want the lease to expire uncredited", st)
+	}
+	if got := testutil.ToFloat64(f.s.m.strandedUnit.WithLabelValues("tenant")); got != float64(st.GrantedUnits) {
+		t.Fatalf("weir_rlqs_units_stranded_total = %v, want the %d units leased", got, st.GrantedUnits)
 	}
 }
