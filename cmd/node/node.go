@@ -196,6 +196,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	}
 	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
+	if err := n.registerRLQS(public, lim, ph, reg); err != nil { // Envoy RLQS: rlqs.go
+		return err
+	}
 	hcfg := server.DefaultHTTPServerConfig()
 	hcfg.MaxConns = cfg.Bounds.HTTPMaxConns
 	apiCfg := server.DefaultHTTPConfig()
