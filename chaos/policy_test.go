@@ -142,8 +142,8 @@ func TestFullSuite_scenarios(t *testing.T) {
 // §6.10).
 func TestPolicies_leasableClassIsLeased(t *testing.T) {
 	for _, s := range FullSuite() {
-		if s.Regions > 0 {
-			continue
+		if s.Regions > 0 || s.Name() == "rlqs-kill-owner" {
+			continue // RLQS: the limit answers Envoy's domain, and its lease holders are the streams
 		}
 		o := s.options(Options{Nodes: 3, Policy: []byte(DefaultPolicy), Classes: DefaultClasses()})
 		p, err := policy.Parse("chaos policy", o.Policy)

@@ -96,7 +96,8 @@ func FullSuite() []Scenario {
 		out = append(out, s)
 	}
 	out = append(append(out, HotKeySuite()...), RegionSuite()...)
-	return append(out, RedisFailoverSuite()...)
+	out = append(out, RedisFailoverSuite()...)
+	return append(out, RLQSSuite()...)
 }
 
 // GraySuite is the slow-not-dead scenarios: CPU starvation, a throttled

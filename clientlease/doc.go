@@ -24,7 +24,7 @@
 // Usage, on the node's public gRPC server:
 //
 //	svc, err := clientlease.New(clientlease.DefaultConfig() /* Name set */,
-//		clientlease.Deps{Relay: relay, Policies: policies, Members: cluster.Members}, logger, reg)
+//		clientlease.Deps{Relay: relay, Policies: policies, Members: routes.Members}, logger, reg)
 //	clientlease.Register(grpcServer, svc)
 //
 // # What a caller can and cannot do

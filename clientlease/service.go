@@ -27,7 +27,7 @@ import (
 // to its key's owner, one refresh per owner, and returns one answer per
 // item in order. An owner that answers NotOwner or an error for an item,
 // or cannot be reached, answers that item Busy (nothing granted), as a
-// peer node's own refresh is applied (cluster/lease_peer.go). The error is
+// peer node's own refresh is applied (package leaselink). The error is
 // non-nil only when no answer can be given at all (ctx ended). holder is
 // the name the owners know the holder by (Request.Peer). Implementations
 // must be safe for concurrent use. The node implements it in cmd/node; the

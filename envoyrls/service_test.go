@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
@@ -49,7 +50,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 // downStore is a store whose dependency is always unreachable.
 type downStore struct{}
 
-func (downStore) Decide(context.Context, *limiter.StoreRequest, []gcra.Result) (gcra.Result, error) {
+func (downStore) Decide(context.Context, *decide.Request, []gcra.Result) (gcra.Result, error) {
 	return gcra.Result{}, &limiter.UnavailableError{Reason: "redis_unavailable", Err: errors.New("connection refused")}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/policy"
 )
@@ -29,7 +30,7 @@ type barrierStore struct {
 
 func newBarrierStore(n int) *barrierStore { return &barrierStore{n: n, open: make(chan struct{})} }
 
-func (s *barrierStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
+func (s *barrierStore) Decide(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
 	s.mu.Lock()
 	if s.waiting++; s.waiting == s.n {
 		close(s.open)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/policy"
 )
@@ -26,7 +27,7 @@ limits:
 // downStore is a store whose dependency is gone.
 type downStore struct{ strict []bool }
 
-func (s *downStore) Decide(_ context.Context, r *StoreRequest, _ []gcra.Result) (gcra.Result, error) {
+func (s *downStore) Decide(_ context.Context, r *decide.Request, _ []gcra.Result) (gcra.Result, error) {
 	s.strict = append(s.strict, r.Strict)
 	return gcra.Result{}, &UnavailableError{Reason: "redis_unavailable", Err: errors.New("dial tcp: connection refused")}
 }

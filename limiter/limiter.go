@@ -10,39 +10,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
 )
 
-// StoreRequest is one composite decision for the limits of one group.
-type StoreRequest struct {
-	// Group is the hash tag every key shares (the group descriptor's value).
-	Group  string
-	Keys   []string
-	Limits []gcra.Limit
-	Cost   int64
-	// Now is the receiving node's stamp in Unix nanoseconds. It travels with
-	// forwarded work; a store with its own time base (Redis TIME) may use
-	// that instead.
-	Now int64
-	// Strict asks for the decision to be made by Redis rather than from an
-	// owner's memory (some limit of the composite has consistency: strict).
-	Strict bool
-	// FromLease is set by the Store, not the caller: it decided from a
-	// lease this node holds (or refused from the owner's last answer)
-	// without asking the owner. It becomes Decision.FromLease.
-	FromLease bool
-}
-
-// Store decides one composite request atomically: out[i] receives limit i's
+// Store decides one composite request (a decide.Request: the keys' numbers
+// and their limits' identities) atomically: out[i] receives limit i's
 // result and the aggregate is returned. Decide must not keep req, its
 // slices or out after it returns: the limiter reuses them (a forward that
 // outlives its caller must copy what it sends). A store that cannot reach
 // what it depends on returns an error wrapping *UnavailableError, which
 // makes the limiter apply the limits' failure policy.
 type Store interface {
-	Decide(ctx context.Context, req *StoreRequest, out []gcra.Result) (gcra.Result, error)
+	Decide(ctx context.Context, req *decide.Request, out []gcra.Result) (gcra.Result, error)
 }
 
 // UnavailableError says a dependency (Redis, the owner node) could not
@@ -117,7 +100,8 @@ func (c Config) Validate() error {
 type Limiter struct {
 	policies PolicySource
 	store    Store
-	now      func() time.Time
+	now      func() time.Time // stamps requests (WithClock); clk.Now by default
+	clk      clock.Clock      // measures decision latency
 	metrics  *metrics
 	denied   *deniedLog
 	local    *memstore.Store // state for on_failure: local decisions
@@ -161,9 +145,12 @@ func New(cfg Config, policies PolicySource, store Store, logger *slog.Logger, re
 	}
 	local := memstore.DefaultConfig()
 	local.MaxKeys = cfg.FallbackMaxKeys
-	l := &Limiter{policies: policies, store: store, now: time.Now, local: memstore.New(local), members: func() int { return 1 }}
+	l := &Limiter{policies: policies, store: store, clk: clock.Real(), local: memstore.New(local), members: func() int { return 1 }}
 	for _, o := range opts {
 		o(l)
+	}
+	if l.now == nil {
+		l.now = l.clk.Now
 	}
 	l.debtor, _ = store.(FallbackDebtor)
 	l.hinter, _ = store.(WaitHinter)
@@ -201,7 +188,7 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 // the failure policy (reason "store_failed"), so that it stays this
 // request's: DecideBatch uses it.
 func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, limits []LimitDecision, cost, now int64, lenient bool) (Decision, error) {
-	start := time.Now()
+	start := l.clk.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
 		l.metrics.unmatched.Inc()
@@ -216,7 +203,7 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
 	l.record(p, matches, &d, now)
-	l.metrics.latency.Observe(time.Since(start).Seconds())
+	l.metrics.latency.Observe(l.clk.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
 	}
@@ -283,13 +270,15 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 	sc := l.calls.Get().(*storeCall)
 	defer l.calls.Put(sc)
 	req := &sc.req
-	*req = StoreRequest{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Cost: cost, Now: now}
+	*req = decide.Request{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Defs: sc.defs[:0], Cost: cost, Now: now}
 	out := sc.out[:0]
-	defer clear(sc.keys[:]) // hold no key strings while pooled
+	defer func() { clear(sc.keys[:]); clear(sc.defs[:]) }() // hold no key strings or policies while pooled
 	for _, i := range idx {
+		def := ms[i].Limit.Def()
 		req.Keys = append(req.Keys, ms[i].Key)
 		req.Limits = append(req.Limits, ms[i].Params)
-		req.Strict = req.Strict || ms[i].Limit.Consistency == policy.ConsistencyStrict
+		req.Defs = append(req.Defs, def)
+		req.Strict = req.Strict || def.Strict
 		out = append(out, gcra.Result{})
 	}
 	agg, err := l.store.Decide(ctx, req, out)
@@ -310,9 +299,10 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 // storeCall is the scratch of one store call: a Store is an interface, so
 // a request built on the stack would escape to the heap on every call.
 type storeCall struct {
-	req    StoreRequest
+	req    decide.Request
 	keys   [8]string
 	limits [8]gcra.Limit
+	defs   [8]*decide.Def
 	out    [8]gcra.Result
 }
 
@@ -326,7 +316,7 @@ var _ WaitHinter = memoryStore{}
 // MayWait is false: memory never waits on another process.
 func (memoryStore) MayWait(string, string, bool) bool { return false }
 
-func (s memoryStore) Decide(ctx context.Context, r *StoreRequest, out []gcra.Result) (gcra.Result, error) {
+func (s memoryStore) Decide(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
 	return s.mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
 }
 

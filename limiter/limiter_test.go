@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
@@ -221,7 +222,7 @@ func TestLimiter_DecideBatch_validatesEverythingFirst(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Decide(context.Context, *StoreRequest, []gcra.Result) (gcra.Result, error) {
+func (failingStore) Decide(context.Context, *decide.Request, []gcra.Result) (gcra.Result, error) {
 	return gcra.Result{}, errors.New("redis: connection refused")
 }
 

@@ -7,12 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/decide"
 )
 
 // countingHandler allows everything and counts RPCs and items.
 type countingHandler struct{ rpcs, items atomic.Int64 }
 
-func (h *countingHandler) HandleDecide(_ context.Context, _ string, items []Item) []Result {
+func (h *countingHandler) HandleDecide(_ context.Context, _ string, items []decide.Request) []Result {
 	h.rpcs.Add(1)
 	h.items.Add(int64(len(items)))
 	out := make([]Result, len(items))

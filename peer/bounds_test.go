@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 )
 
@@ -62,7 +63,7 @@ func TestServer_largestValidRequestFits(t *testing.T) {
 	if size := proto.Size(req); size > MaxRequestBytes {
 		t.Fatalf("largest valid request is %d bytes, over MaxRequestBytes %d", size, MaxRequestBytes)
 	}
-	h := &fakeHandler{answer: func(Item) Result { return Result{} }}
+	h := &fakeHandler{answer: func(decide.Request) Result { return Result{} }}
 	resp, err := rawClient(t, startBoundedServer(t, h)).Decide(t.Context(), req)
 	if err != nil || len(resp.GetResults()) != 1 {
 		t.Fatalf("largest valid request: %v, %d results", err, len(resp.GetResults()))

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/weirhq/weir/decide"
 )
 
 // Client is a node's one client of the node-to-node plane. It forwards
@@ -78,14 +80,14 @@ func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer,
 // not have been decided by the owner: it was certainly not if it was still
 // queued, but an RPC already sent runs on (until its deadline) and its
 // answer is dropped.
-func (c *Client) Decide(ctx context.Context, addr string, it Item) (Result, error) {
+func (c *Client) Decide(ctx context.Context, addr string, it decide.Request) (Result, error) {
 	start := time.Now()
 	r, err := c.decide(ctx, addr, it)
 	c.metrics.observe(start, r, err)
 	return r, err
 }
 
-func (c *Client) decide(ctx context.Context, addr string, it Item) (Result, error) {
+func (c *Client) decide(ctx context.Context, addr string, it decide.Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, err
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/decide"
 )
 
 func TestClient_Decide_roundTrip(t *testing.T) {
@@ -27,7 +29,7 @@ func TestClient_Decide_roundTrip(t *testing.T) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.batches) != 1 || !reflect.DeepEqual(h.batches[0], []Item{it}) {
+	if len(h.batches) != 1 || !reflect.DeepEqual(h.batches[0], []decide.Request{it}) {
 		t.Fatalf("handler saw %+v, want [%+v]", h.batches, it)
 	}
 	if h.from[0] != "n1" {
@@ -125,7 +127,7 @@ func TestClient_Decide_windowSendsPartialBatch(t *testing.T) {
 }
 
 func TestClient_Decide_notOwnerAndErr(t *testing.T) {
-	h := &fakeHandler{answer: func(it Item) Result {
+	h := &fakeHandler{answer: func(it decide.Request) Result {
 		switch it.Group {
 		case "elsewhere":
 			return Result{NotOwner: "n3"}
@@ -163,7 +165,7 @@ func TestClient_Decide_notOwnerAndErr(t *testing.T) {
 }
 
 func TestClient_Decide_handlerWrongCount(t *testing.T) {
-	addr := startServer(t, handlerFunc(func(context.Context, string, []Item) []Result { return nil }))
+	addr := startServer(t, handlerFunc(func(context.Context, string, []decide.Request) []Result { return nil }))
 	c, reg := newClient(t, nil)
 	if _, err := c.Decide(t.Context(), addr, item(1)); err == nil || !strings.Contains(err.Error(), "handler returned 0 results") {
 		t.Fatalf("err = %v, want the server's internal error", err)
@@ -173,9 +175,9 @@ func TestClient_Decide_handlerWrongCount(t *testing.T) {
 	}
 }
 
-type handlerFunc func(context.Context, string, []Item) []Result
+type handlerFunc func(context.Context, string, []decide.Request) []Result
 
-func (f handlerFunc) HandleDecide(ctx context.Context, from string, items []Item) []Result {
+func (f handlerFunc) HandleDecide(ctx context.Context, from string, items []decide.Request) []Result {
 	return f(ctx, from, items)
 }
 

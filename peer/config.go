@@ -12,8 +12,8 @@ const (
 	// DefaultMaxBatch is the most items sent in one RPC.
 	DefaultMaxBatch = 128
 	// DefaultTimeout bounds one forward on top of the caller's context. It
-	// is a ceiling, not the usual wait: the cluster derives each forward's
-	// deadline from its caller's (see cluster.ForwardConfig), so a slow
+	// is a ceiling, not the usual wait: the router derives each forward's
+	// deadline from its caller's (see forward.ForwardConfig), so a slow
 	// owner is waited for as long as the caller can afford.
 	DefaultTimeout = time.Second
 	// DefaultMaxInFlight is the number of concurrent RPCs per peer; see the
@@ -52,7 +52,7 @@ type ClientConfig struct {
 
 	// Timeout is the ceiling on one forward, applied inside the caller's
 	// context: the earlier deadline wins. The caller's context is meant to
-	// carry the real budget (cluster derives it from its own caller's
+	// carry the real budget (the router derives it from its own caller's
 	// deadline and the owner's latency); a short Timeout here would turn a
 	// slow owner into failures that no caller asked for.
 	Timeout time.Duration

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 )
 
@@ -19,7 +20,7 @@ import (
 // usToNs reads a microsecond wire value from an older peer.
 func usToNs(us int64) int64 { return us * int64(time.Microsecond) }
 
-func itemToProto(it Item) *peerv1.Item {
+func itemToProto(it decide.Request) *peerv1.Item {
 	limits := make([]*peerv1.Limit, len(it.Limits))
 	for i, l := range it.Limits {
 		limits[i] = &peerv1.Limit{IntervalNs: l.Interval, IntervalUs: gcra.CeilMicros(l.Interval), Burst: l.Burst}
@@ -36,7 +37,7 @@ func itemToProto(it Item) *peerv1.Item {
 	}
 }
 
-func itemFromProto(p *peerv1.Item) Item {
+func itemFromProto(p *peerv1.Item) decide.Request {
 	limits := make([]gcra.Limit, len(p.GetLimits()))
 	for i, l := range p.GetLimits() {
 		iv := l.GetIntervalNs()
@@ -49,7 +50,7 @@ func itemFromProto(p *peerv1.Item) Item {
 	if now == 0 {
 		now = usToNs(p.GetNowUs())
 	}
-	return Item{
+	return decide.Request{
 		Group:  p.GetGroup(),
 		Keys:   p.GetKeys(),
 		Limits: limits,

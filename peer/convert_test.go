@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 )
 
@@ -87,7 +88,7 @@ func TestConvert_resultShapes(t *testing.T) {
 func TestConvert_itemRoundTrip(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for range 500 {
-		want := Item{
+		want := decide.Request{
 			Group: "g", Cost: randInt64(r), Now: randInt64(r), Strict: r.IntN(2) == 0, Debt: r.IntN(2) == 0,
 			Keys: []string{}, Limits: []gcra.Limit{},
 		}
@@ -116,7 +117,7 @@ func TestConvert_mixedVersions(t *testing.T) {
 	if it.Now != 1_700_000_000_000_000_000 || it.Limits[0] != (gcra.Limit{Interval: 333_334_000, Burst: 3}) {
 		t.Fatalf("item from an older sender: %+v", it)
 	}
-	it = Item{Group: "g", Keys: []string{"k"}, Cost: 1, Now: 1_700_000_000_000_000_999,
+	it = decide.Request{Group: "g", Keys: []string{"k"}, Cost: 1, Now: 1_700_000_000_000_000_999,
 		Limits: []gcra.Limit{{Interval: 1001, Burst: 3}}}
 	p := wire(t, itemToProto(it), &peerv1.Item{})
 	if p.GetNowUs() != 1_700_000_000_000_000 || p.GetLimits()[0].GetIntervalUs() != 2 {

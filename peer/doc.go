@@ -3,9 +3,10 @@
 // reports over the same connections. A node that receives a request for a
 // group it does not own sends the already-resolved composite decision
 // (keys, GCRA limits, cost, the time the node stamped on it, fast or
-// strict) to the group's owner, which answers with the per-limit
-// gcra.Results, or says it is not the owner and names the one it believes
-// in, or returns an error. The wire protocol is
+// strict: a decide.Request, whose wire form carries keys and numbers,
+// never the limits' identities) to the group's owner, which answers with
+// the per-limit gcra.Results, or says it is not the owner and names the one
+// it believes in, or returns an error. The wire protocol is
 // weir.peer.v1.Peer (api/weir/peer/v1).
 //
 // The owner side is a Handler, served with Register. The sending side is a
@@ -14,9 +15,12 @@
 //
 // The same service carries lease refreshes (package lease): a Handler that
 // also implements LeaseHandler answers the Lease RPC, and the Client and
-// peertest implement the one-method Leaser. The Validator checks lease
-// items like forwarded ones and replaces the sender's lease terms, numbers
-// and limit name with those of the owner's policy.
+// peertest implement the one-method Leaser. Validating what arrives is the
+// owner's job, not the transport's: intake.Validator checks forwarded items
+// and lease items against the owner's clock and policy, replaces the
+// sender's numbers, lease terms and limit name with the policy's, and
+// fills each item's limit identities (decide.Request.Defs). peer imports
+// neither the limiter nor the policy.
 //
 // Region reports (package region, weir.region.v1.Region in
 // api/weir/region/v1) are the third kind: Register serves them with
@@ -34,7 +38,7 @@
 // call site. peertest's Network is its in-memory twin, carrying all three
 // kinds over the same faulty links. The wire conversions of every kind
 // live here, beside the connection: peer imports the pure packages whose
-// values travel (gcra, lease, region), not the packages that wire them
+// values travel (gcra, lease, region, decide), not the packages that wire them
 // into a node. So regionlink, which consumes a Reporter and is served as a
 // RegionHandler, imports neither gRPC nor the API (its interfaces match
 // peer's by method set), and peer never imports regionlink: that would
@@ -52,10 +56,10 @@
 //
 //	// Owner side, on the node's own peer gRPC server with the bounds of
 //	// ServerConfig (message size, streams, keepalive, and a codec that
-//	// answers malformed requests INVALID_ARGUMENT), behind the Validator
-//	// that checks forwarded items against the owner's clock and policy:
+//	// answers malformed requests INVALID_ARGUMENT), behind the owner's
+//	// Validator (package intake) that checks forwarded items against its clock and policy:
 //	grpcServer := grpc.NewServer(append(creds, peer.DefaultServerConfig().ServerOptions()...)...)
-//	v, err := peer.NewValidator(peer.DefaultValidatorConfig(), clusterHandler, policies, nowMicros, registry)
+//	v, err := intake.NewValidator(intake.DefaultValidatorConfig(), o, policies, nowNanos, registry)
 //	peer.Register(grpcServer, v, peer.WithRegion(link)) // every service, once
 //
 //	// Sending side:
@@ -96,7 +100,7 @@
 //
 // Every forward ends by the earlier of the caller's deadline and
 // ClientConfig.Timeout (a 1s ceiling by default: the caller's context is
-// meant to carry the real budget, which the cluster derives from its own
+// meant to carry the real budget, which the router (package forward) derives from its own
 // caller's deadline), even if the peer hangs (frozen process, partition):
 // the caller stops waiting at once and gets ctx.Err() or ErrTimeout. The RPC
 // carrying a batch runs until the latest deadline among its items, so no
@@ -106,7 +110,7 @@
 //
 // The caller's duties:
 //
-//   - Stamp Item.Now once, when the request arrives, and forward it as is.
+//   - Stamp the request's Now (decide.Request) once, when the request arrives, and forward it as is.
 //   - Treat an error as "no answer" and apply the limit's failure policy;
 //     the Client never retries. Retry a NotOwner answer at most once, at the
 //     owner it names or the one the ring says.

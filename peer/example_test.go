@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/peer"
 )
@@ -15,7 +16,7 @@ import (
 // owner decides everything it is asked, allowing it.
 type owner struct{}
 
-func (owner) HandleDecide(_ context.Context, _ string, items []peer.Item) []peer.Result {
+func (owner) HandleDecide(_ context.Context, _ string, items []decide.Request) []peer.Result {
 	out := make([]peer.Result, len(items))
 	for i, it := range items {
 		out[i] = peer.Result{
@@ -46,7 +47,7 @@ func Example() {
 	}
 	defer c.Close()
 
-	res, err := c.Decide(context.Background(), lis.Addr().String(), peer.Item{
+	res, err := c.Decide(context.Background(), lis.Addr().String(), decide.Request{
 		Group:  "acme",
 		Keys:   []string{"weir:{acme}:per-user:u7"},
 		Limits: []gcra.Limit{{Interval: 100_000, Burst: 10}},

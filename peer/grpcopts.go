@@ -8,7 +8,7 @@ import (
 	"github.com/weirhq/weir/grpclimit"
 )
 
-// Wire sizes of forwarded work. The largest Item the default Validator
+// Wire sizes of forwarded work. The largest item the default intake.Validator
 // accepts has DefaultMaxKeys keys of DefaultMaxKeyBytes (25,448) bytes, as
 // many limits, and a group no longer than a key (its tag is inside every
 // key). A key is a tag byte, a 3-byte length and the key; a Limit is a tag,
@@ -17,7 +17,7 @@ import (
 const (
 	maxKeyFieldBytes   = 1 + 3 + DefaultMaxKeyBytes
 	maxLimitFieldBytes = 1 + 1 + 2*(1+10)
-	// MaxItemBytes is the encoded size of the largest Item the default
+	// MaxItemBytes is the encoded size of the largest item the default
 	// Validator accepts: 6,547,334 bytes.
 	MaxItemBytes = maxKeyFieldBytes + DefaultMaxKeys*(maxKeyFieldBytes+maxLimitFieldBytes) + 2*(1+10) + 2*2
 	// MaxRequestBytes bounds one DecideRequest on the wire. MaxItems

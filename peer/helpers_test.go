@@ -10,8 +10,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
+	"github.com/weirhq/weir/memstore"
 )
 
 // fakeHandler answers every item with a result derived from it (Overall.TAT
@@ -20,15 +22,15 @@ import (
 // its context, like a hung owner.
 type fakeHandler struct {
 	gate    chan struct{}
-	answer  func(Item) Result
+	answer  func(decide.Request) Result
 	entered chan struct{} // optional; receives once per call, non-blocking
 
 	mu      sync.Mutex
 	from    []string
-	batches [][]Item
+	batches [][]decide.Request
 }
 
-func (h *fakeHandler) HandleDecide(_ context.Context, from string, items []Item) []Result {
+func (h *fakeHandler) HandleDecide(_ context.Context, from string, items []decide.Request) []Result {
 	h.mu.Lock()
 	h.from = append(h.from, from)
 	h.batches = append(h.batches, items)
@@ -72,7 +74,7 @@ func newGate(t testing.TB) (chan struct{}, func()) {
 	return gate, release
 }
 
-func echo(it Item) Result {
+func echo(it decide.Request) Result {
 	rs := make([]gcra.Result, len(it.Limits))
 	for i, l := range it.Limits {
 		rs[i] = gcra.Result{Allowed: true, TAT: it.Now + l.Interval*it.Cost, Remaining: l.Burst - it.Cost}
@@ -80,8 +82,8 @@ func echo(it Item) Result {
 	return Result{Overall: gcra.Result{Allowed: true, TAT: it.Now, Remaining: it.Cost}, Results: rs}
 }
 
-func item(now int64) Item {
-	return Item{
+func item(now int64) decide.Request {
+	return decide.Request{
 		Group:  "acme",
 		Keys:   []string{"weir:{acme}:a", "weir:{acme}:b"},
 		Limits: []gcra.Limit{{Interval: 1000, Burst: 10}, {Interval: 50, Burst: 3}},
@@ -163,4 +165,17 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label, value str
 		}
 	}
 	return 0
+}
+
+// memHandler decides items in a memstore, as an owner does.
+type memHandler struct{ s *memstore.Store }
+
+func (h memHandler) HandleDecide(ctx context.Context, _ string, items []decide.Request) []Result {
+	out := make([]Result, len(items))
+	for i, it := range items {
+		rs := make([]gcra.Result, len(it.Keys))
+		agg, err := h.s.Decide(ctx, it.Group, it.Keys, it.Limits, it.Cost, it.Now, rs)
+		out[i] = Result{Overall: agg, Results: rs, Err: err}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 )
 
@@ -28,30 +29,7 @@ var (
 	ErrRemote = errors.New("peer: owner error")
 )
 
-// Item is one already-resolved composite decision forwarded to the owner of
-// its group. Keys and Limits pair up by index.
-type Item struct {
-	// Group is the rate-limit group (hash tag) that names the owner.
-	Group string
-	// Keys are the storage keys, one per limit.
-	Keys []string
-	// Limits are the GCRA parameters, one per key.
-	Limits []gcra.Limit
-	// Cost is the number of units the request costs.
-	Cost int64
-	// Now is the time in Unix nanoseconds the receiving node stamped on the
-	// request; the owner decides at this time.
-	Now int64
-	// Strict asks the owner to decide through Redis rather than in memory.
-	Strict bool
-	// Debt marks fallback debt rather than a decision: the sender admitted
-	// Cost units on every key by its failure policy while it could not
-	// reach the owner, and the owner charges them to the keys' state
-	// instead of deciding (see the cluster package).
-	Debt bool
-}
-
-// Result is the owner's answer for one Item. Exactly one of three shapes:
+// Result is the owner's answer for one forwarded decide.Request. Exactly one of three shapes:
 // a decision (Overall and Results, one per limit), NotOwner set (nothing was
 // decided), or Err set (nothing was committed).
 type Result struct {
@@ -75,7 +53,7 @@ type Result struct {
 // this node owns, Result.NotOwner for the others. from is the sending
 // node's name as it reported it. It is called concurrently.
 type Handler interface {
-	HandleDecide(ctx context.Context, from string, items []Item) []Result
+	HandleDecide(ctx context.Context, from string, items []decide.Request) []Result
 }
 
 // Forwarder sends one item to the node at addr and returns its answer. The
@@ -84,7 +62,7 @@ type Handler interface {
 // in Result with a nil error. Client and peertest's in-memory network
 // implement it; consumers should depend on this interface.
 type Forwarder interface {
-	Decide(ctx context.Context, addr string, it Item) (Result, error)
+	Decide(ctx context.Context, addr string, it decide.Request) (Result, error)
 }
 
 var _ Forwarder = (*Client)(nil)

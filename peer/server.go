@@ -10,6 +10,7 @@ import (
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	regionv1 "github.com/weirhq/weir/api/weir/region/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit"
 )
 
@@ -67,7 +68,7 @@ func (s *server) Decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1
 	if n > MaxItems {
 		return nil, status.Errorf(codes.InvalidArgument, "peer: %d items exceed the limit of %d", n, MaxItems)
 	}
-	items := make([]Item, n)
+	items := make([]decide.Request, n)
 	for i, p := range req.GetItems() {
 		items[i] = itemFromProto(p)
 	}

@@ -70,10 +70,12 @@ const (
 // use; it allocates only the answer for a key that carries its tenant, and
 // to unescape a tenant value that needed escaping.
 func (p *Policy) ParamsForKey(key string) ([]gcra.Limit, KeyMatch) {
-	l, parts, ok := p.limitOfKey(key)
-	if !ok {
-		return nil, KeyUnknown
-	}
+	_, set, how := p.KeyLimit(key)
+	return set, how
+}
+
+// paramsOf is ParamsForKey for limit l of a key cut into parts.
+func (p *Policy) paramsOf(l *Limit, parts limitkey.Parts) ([]gcra.Limit, KeyMatch) {
 	li := p.keys.limitIndex[l]
 	if len(p.tenants) == 0 || p.tenantIdx < 0 {
 		return p.keys.paramSets[li][:1:1], KeyExact // the base profile; see indexParams

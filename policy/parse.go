@@ -126,6 +126,7 @@ func parse(source string, data []byte, digest [32]byte) (*Policy, error) {
 		return nil, err
 	}
 	p.indexParams()
+	p.buildDefs()
 	p.leases = slices.ContainsFunc(p.Limits, func(l *Limit) bool { return l.Lease != nil })
 	p.Source = source
 	p.digest = digest

@@ -56,6 +56,7 @@ func TestLoadFile_full(t *testing.T) {
 	for i, l := range p.Limits {
 		w := want[i]
 		w.match, w.groupPos = l.match, l.groupPos // internal
+		w.def = newDef(w)                         // the compiled identity, by value
 		if !reflect.DeepEqual(l, w) {
 			t.Errorf("limits[%d] =\n%+v\nwant\n%+v", i, l, w)
 		}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"github.com/weirhq/weir/decide"
 	"slices"
 
 	"github.com/weirhq/weir/gcra"
@@ -134,8 +135,9 @@ type Limit struct {
 	// Domain is "" for limits that answer weir's own API.
 	Envoy EnvoyLimit
 
-	match    []int // Match as positions in Policy.names
-	groupPos int   // position of Group in Match
+	match    []int       // Match as positions in Policy.names
+	def      *decide.Def // see Def
+	groupPos int         // position of Group in Match
 }
 
 // effective is one limit's numbers for one tenant after tier and overrides.

@@ -1,6 +1,8 @@
 // Package redisbackend runs weir's GCRA in Redis: composite decisions as one
 // atomic Lua script, and batched load/store of TATs for owners that decide
-// in memory and persist to Redis.
+// in memory and persist to Redis. A StrictQueue coalesces an owner's
+// concurrent strict decisions into pipelines (one sender goroutine at a
+// time, while calls wait), so the owner itself starts none.
 //
 // The script is the twin of [gcra.DecideComposite]: for the same TATs, now,
 // limits and cost it returns the same results (TooCostly, RetryAfter,

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/weirhq/weir/clock"
+
 	"github.com/weirhq/weir/redisbackend"
 )
 
@@ -33,12 +35,12 @@ var _ Source = (*redisbackend.Backend)(nil)
 type Clock struct {
 	cfg    Config
 	src    Source
-	local  func() time.Time
+	local  clock.Clock
 	logger *slog.Logger
 	m      *metrics
 
-	// epoch is local() at New; local time is measured as the duration
-	// since it, which uses Go's monotonic clock when local is time.Now, so
+	// epoch is local.Now() at New; local time is measured as the duration
+	// since it, which uses Go's monotonic clock when local is clock.Real, so
 	// a step of the node's wall clock does not move Now.
 	epoch      time.Time
 	epochNanos int64
@@ -53,20 +55,24 @@ type Clock struct {
 }
 
 // New returns a Clock following src, with local as the node's clock
-// (time.Now in production). Until the first successful [Clock.Sync] its
+// (nil: clock.Real(), the production choice); Run's resampling timer
+// runs on it too. Until the first successful [Clock.Sync] its
 // offset is 0. Metrics are registered on reg (nil: not registered); logger
 // (nil: discarded) receives sync failures and recoveries, once per
 // transition.
 //
 // New returns an error, and registers nothing, if cfg is invalid, if src
-// or local is nil; it returns the registry's error if the metrics cannot
+// is nil; it returns the registry's error if the metrics cannot
 // be registered (for example a second Clock on the same registry).
-func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, reg prometheus.Registerer) (*Clock, error) {
+func New(cfg Config, src Source, local clock.Clock, logger *slog.Logger, reg prometheus.Registerer) (*Clock, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if src == nil || local == nil {
-		return nil, errors.New("redisclock: a source and a local clock are required")
+	if src == nil {
+		return nil, errors.New("redisclock: a source is required")
+	}
+	if local == nil {
+		local = clock.Real()
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -75,7 +81,7 @@ func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, re
 	if err != nil {
 		return nil, err
 	}
-	epoch := local()
+	epoch := local.Now()
 	return &Clock{
 		cfg: cfg, src: src, local: local, logger: logger, m: m,
 		epoch: epoch, epochNanos: epoch.UnixNano(),
@@ -85,7 +91,7 @@ func New(cfg Config, src Source, local func() time.Time, logger *slog.Logger, re
 // localNanos is the local clock in Unix nanoseconds, advanced
 // monotonically from the epoch.
 func (c *Clock) localNanos() int64 {
-	return c.epochNanos + int64(c.local().Sub(c.epoch))
+	return c.epochNanos + int64(c.local.Since(c.epoch))
 }
 
 // Now returns the current time on the Redis time base, in Unix
@@ -231,13 +237,13 @@ func (c *Clock) sampleOnce(ctx context.Context) (sample, error) {
 // is tried at the normal interval. Run blocks; start it in its own
 // goroutine.
 func (c *Clock) Run(ctx context.Context) error {
-	timer := time.NewTimer(0)
+	timer := c.local.NewTimer(0)
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-timer.C():
 		}
 		_ = c.Sync(ctx) // counted and logged by Sync
 		timer.Reset(c.cfg.Interval)

@@ -11,30 +11,29 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/redisclock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeClock is a local clock that moves only when told to.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// fakeClock is a local clock that moves only when told to: a manual
+// clock whose Set, unlike Manual's, also moves it back (one setter at a
+// time).
+type fakeClock struct{ *clocktest.Manual }
 
 // newFakeClock starts at ns Unix nanoseconds.
-func newFakeClock(ns int64) *fakeClock { return &fakeClock{t: time.Unix(0, ns)} }
+func newFakeClock(ns int64) *fakeClock { return &fakeClock{clocktest.NewManual(time.Unix(0, ns))} }
 
-func (f *fakeClock) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.t
-}
-
+// Set moves the clock to ns Unix nanoseconds, back (StepBack) or forward.
 func (f *fakeClock) Set(ns int64) {
-	f.mu.Lock()
-	f.t = time.Unix(0, ns)
-	f.mu.Unlock()
+	t := time.Unix(0, ns)
+	if back := f.Now().Sub(t); back > 0 {
+		f.StepBack(back)
+		return
+	}
+	f.Manual.Set(t)
 }
 
 // step is one scripted TIME answer: the local clock reads t1 when it
@@ -99,7 +98,7 @@ func TestClock_Sync_offsetFromOneSample(t *testing.T) {
 			clk := newFakeClock(tc.t0)
 			src := &fakeSource{clock: clk, steps: []step{{t1: tc.t1, redis: tc.redis}}}
 			reg := prometheus.NewRegistry()
-			c := mustNew(t, cfgSamples(1), src, clk.Now, reg)
+			c := mustNew(t, cfgSamples(1), src, clk, reg)
 			if c.Synced() {
 				t.Fatal("synced before Sync")
 			}
@@ -160,7 +159,7 @@ func TestClock_Sync_choosesLowestRTT(t *testing.T) {
 		{t1: 1_350_000, redis: 1_325_000 + 7_000_000},   // rtt 50us, offset 7ms
 		{t1: 1_550_000, redis: 1_450_000 + 123_456_000}, // rtt 200us, offset 123.456ms
 	}}
-	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(3), src, clk, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -180,7 +179,7 @@ func TestClock_Sync_failedSamplesSkipped(t *testing.T) {
 		{t1: 1_210_000, redis: 1_110_000 + 42_000},
 		{t1: 1_220_000, err: boom},
 	}}
-	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(3), src, clk, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -194,7 +193,7 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 	boom := errors.New("redis down")
 	src := &fakeSource{clock: clk, steps: []step{{t1: 1_000_000, redis: 6_000_000}, {t1: 1_000_000, err: boom}}}
 	reg := prometheus.NewRegistry()
-	c := mustNew(t, cfgSamples(2), src, clk.Now, reg)
+	c := mustNew(t, cfgSamples(2), src, clk, reg)
 	if err := c.Sync(t.Context()); err != nil { // one of two samples failed: still a sync
 		t.Fatalf("sync: %v", err)
 	}
@@ -220,7 +219,7 @@ func TestClock_Sync_errorKeepsOffset(t *testing.T) {
 func TestClock_Sync_neverSyncedFails(t *testing.T) {
 	clk := newFakeClock(1_000_000)
 	src := &fakeSource{clock: clk} // every call fails
-	c := mustNew(t, cfgSamples(3), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(3), src, clk, nil)
 	if err := c.Sync(t.Context()); err == nil {
 		t.Fatal("sync succeeded with no good sample")
 	}
@@ -238,7 +237,7 @@ func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
 		{t1: 1_000_000_000, redis: 1_010_000_000}, // offset +10ms
 		{t1: 1_002_000_000, redis: 1_001_500_000}, // offset 0 (t0 1_001_000_000): 10ms less than before
 	}}
-	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(1), src, clk, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +267,7 @@ func TestClock_Now_neverBackwardsWhenOffsetShrinks(t *testing.T) {
 func TestClock_Now_localClockBackwardsHeld(t *testing.T) {
 	clk := newFakeClock(5_000_000)
 	src := &fakeSource{clock: clk, steps: []step{{t1: 5_000_000, redis: 5_000_000}}}
-	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(1), src, clk, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +292,7 @@ func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
 		t1 := 1_000_000_000 + 10_000*i
 		src.push(step{t1: t1, redis: t1 + off})
 	}
-	c := mustNew(t, cfgSamples(1), src, clk.Now, nil)
+	c := mustNew(t, cfgSamples(1), src, clk, nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -332,42 +331,50 @@ func TestClock_Now_concurrentNeverBackwards(t *testing.T) {
 	}
 }
 
+// TestClock_Run_resamplesUntilCancelled drives Run's timer with the
+// manual clock and the default config: one Sync at once, then one every
+// Interval, each of Samples TIME calls.
 func TestClock_Run_resamplesUntilCancelled(t *testing.T) {
+	cfg := redisclock.DefaultConfig()
+	interval := cfg.Interval.Nanoseconds()
 	clk := newFakeClock(1_000_000)
 	src := &fakeSource{clock: clk}
-	for range 1000 {
-		src.push(step{t1: 1_000_000, redis: 3_000_000})
+	for i := range int64(3) { // Redis 2ms ahead, TIME answered at once
+		for range cfg.Samples {
+			t1 := 1_000_000 + i*interval
+			src.push(step{t1: t1, redis: t1 + 2_000_000})
+		}
 	}
-	cfg := redisclock.DefaultConfig()
-	cfg.Interval = time.Millisecond
-	cfg.Samples = 1
-	c := mustNew(t, cfg, src, clk.Now, nil)
-	ctx, cancel := context.WithCancel(t.Context())
+	c := mustNew(t, cfg, src, clk, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.Run(ctx) }()
-	waitFor(t, func() bool {
+	for syncs := 1; syncs <= 3; syncs++ {
+		// Run arms its timer after each Sync: then the Sync is done.
+		if err := clk.WaitForTimers(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
 		src.mu.Lock()
-		defer src.mu.Unlock()
-		return src.calls >= 3
-	})
-	if !c.Synced() || c.Offset() != 2*time.Millisecond {
-		t.Errorf("synced=%v offset=%s, want true and 2ms", c.Synced(), c.Offset())
+		calls := src.calls
+		src.mu.Unlock()
+		if calls != syncs*cfg.Samples {
+			t.Fatalf("after %d syncs: %d TIME calls, want %d", syncs, calls, syncs*cfg.Samples)
+		}
+		if next := clk.Timers()[0].Sub(clk.Now()); next != cfg.Interval {
+			t.Fatalf("after %d syncs: next in %s, want Interval %s", syncs, next, cfg.Interval)
+		}
+		if !c.Synced() || c.Offset() != 2*time.Millisecond {
+			t.Fatalf("after %d syncs: synced=%v offset=%s, want true and 2ms", syncs, c.Synced(), c.Offset())
+		}
+		clk.Advance(cfg.Interval)
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
-}
-
-// waitFor polls cond until it holds or 10s pass.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		<-time.After(time.Millisecond)
+	if got := clk.Timers(); len(got) != 0 {
+		t.Errorf("Run left timers pending: %v", got)
 	}
 }
 
@@ -393,13 +400,10 @@ func TestNew_badInputIsAnError(t *testing.T) {
 	src := &fakeSource{clock: clk}
 	for name, build := range map[string]func(reg prometheus.Registerer) (*redisclock.Clock, error){
 		"invalid config": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
-			return redisclock.New(redisclock.Config{}, src, clk.Now, nil, reg)
+			return redisclock.New(redisclock.Config{}, src, clk, nil, reg)
 		},
 		"nil source": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
-			return redisclock.New(redisclock.DefaultConfig(), nil, clk.Now, nil, reg)
-		},
-		"nil local clock": func(reg prometheus.Registerer) (*redisclock.Clock, error) {
-			return redisclock.New(redisclock.DefaultConfig(), src, nil, nil, reg)
+			return redisclock.New(redisclock.DefaultConfig(), nil, clk, nil, reg)
 		},
 	} {
 		reg := prometheus.NewRegistry()
@@ -411,13 +415,25 @@ func TestNew_badInputIsAnError(t *testing.T) {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	mustNew(t, redisclock.DefaultConfig(), src, clk.Now, reg)
-	if _, err := redisclock.New(redisclock.DefaultConfig(), src, clk.Now, nil, reg); err == nil {
+	mustNew(t, redisclock.DefaultConfig(), src, clk, reg)
+	if _, err := redisclock.New(redisclock.DefaultConfig(), src, clk, nil, reg); err == nil {
 		t.Error("a second Clock on one registry: no error")
 	}
 }
 
-func mustNew(t *testing.T, cfg redisclock.Config, src redisclock.Source, local func() time.Time, reg prometheus.Registerer) *redisclock.Clock {
+// TestNew_nilLocalIsTheRealClock: before any Sync, Now is the local
+// clock, which nil makes clock.Real.
+func TestNew_nilLocalIsTheRealClock(t *testing.T) {
+	c := mustNew(t, redisclock.DefaultConfig(), &fakeSource{clock: newFakeClock(1)}, nil, nil)
+	before := time.Now().UnixNano()
+	got := c.Now()
+	after := time.Now().UnixNano()
+	if got < before || got > after {
+		t.Fatalf("Now = %d, want the real clock, in [%d, %d]", got, before, after)
+	}
+}
+
+func mustNew(t *testing.T, cfg redisclock.Config, src redisclock.Source, local clock.Clock, reg prometheus.Registerer) *redisclock.Clock {
 	t.Helper()
 	c, err := redisclock.New(cfg, src, local, nil, reg)
 	if err != nil {

@@ -36,7 +36,7 @@
 // Usage:
 //
 //	src, _ := redisclock.NewClientSource(rdb) // a *redis.Client or *redis.ClusterClient
-//	clk, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, logger, reg)
+//	clk, err := redisclock.New(redisclock.DefaultConfig(), src, clock.Real(), logger, reg)
 //	if err := clk.Sync(ctx); err != nil { ... } // before owning any group
 //	go clk.Run(ctx)                              // resample every Interval
 //	now := clk.Now()                             // Unix nanoseconds, Redis time base
@@ -45,9 +45,10 @@
 //
 //   - Sync successfully (or wait for [Clock.Synced]) before deciding or
 //     persisting TATs with Now: until then Now is the plain local clock.
-//   - Pass time.Now as local in production. Local time is measured as a
-//     duration since New on Go's monotonic clock, so a step of the node's
-//     wall clock does not move Now; the next resync absorbs slow drift.
+//   - Pass clock.Real() (or nil) as local in production; tests pass a
+//     clocktest.Manual. Local time is measured as a duration since New
+//     on Go's monotonic clock, so a step of the node's wall clock does
+//     not move Now; the next resync absorbs slow drift.
 //   - Watch weir_redis_clock_rtt_seconds: the offset is only as good as
 //     half the round trip of its sample.
 //

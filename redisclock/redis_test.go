@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
 	"github.com/weirhq/weir/redisclock"
@@ -19,7 +20,7 @@ func TestClock_Sync_realRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := mustNew(t, redisclock.DefaultConfig(), be, time.Now, nil)
+	c := mustNew(t, redisclock.DefaultConfig(), be, clock.Real(), nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -46,7 +47,7 @@ func TestClock_Sync_pausedRedisKeepsOffset(t *testing.T) {
 	}
 	cfg := redisclock.DefaultConfig()
 	cfg.Timeout = 20 * time.Millisecond
-	c := mustNew(t, cfg, be, time.Now, nil)
+	c := mustNew(t, cfg, be, clock.Real(), nil)
 	if err := c.Sync(t.Context()); err != nil {
 		t.Fatalf("sync: %v", err)
 	}
@@ -114,7 +115,7 @@ func TestClientSource_pinsOneClusterMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := timeCalls(t, rc)
-	c := mustNew(t, redisclock.DefaultConfig(), src, time.Now, nil)
+	c := mustNew(t, redisclock.DefaultConfig(), src, clock.Real(), nil)
 	const syncs = 8
 	for range syncs {
 		if err := c.Sync(t.Context()); err != nil {

@@ -41,7 +41,7 @@ func TestClock_Sync_timeBaseStepDetected(t *testing.T) {
 	clk := newFakeClock(1_000 * ms)
 	src := &fakeSource{clock: clk}
 	reg := prometheus.NewRegistry()
-	c := mustNew(t, cfgSamples(1), src, clk.Now, reg)
+	c := mustNew(t, cfgSamples(1), src, clk, reg)
 	sync := func(t0, rtt, offset int64) {
 		t.Helper()
 		clk.Set(t0)

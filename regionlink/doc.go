@@ -26,8 +26,8 @@
 // Usage (cmd/node wires it when --region-peers is set):
 //
 //	peers, _ := peer.NewClient(peerCfg, logger, reg) // the node's one peer client
-//	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: cluster, Sender: peers,
-//		Classify: classify, Group: limitkey.Group}, logger, reg)
+//	link, _ := regionlink.New(cfg, regionlink.Deps{Owners: routes, Sender: peers,
+//		LimitName: limitName, Group: limitkey.Group}, logger, reg)
 //	peer.Register(peerGRPCServer, handler, peer.WithRegion(link)) // the node-to-node server only
 //	go link.Run(ctx)
 //	// after every ring change:

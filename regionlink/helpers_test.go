@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/clock/clocktest"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/region"
 )
 
@@ -74,6 +75,23 @@ func classify(key string) (string, bool) {
 	return parts[2], parts[2] == "glob"
 }
 
+// limitName is classify's name.
+func limitName(key string) string {
+	name, _ := classify(key)
+	return name
+}
+
+// defsOf is the limits' identities of keys as classify sees them, as a
+// policy's Defs would carry them.
+func defsOf(keys ...string) []*decide.Def {
+	out := make([]*decide.Def, len(keys))
+	for i, k := range keys {
+		name, global := classify(k)
+		out[i] = &decide.Def{Name: name, Global: global}
+	}
+	return out
+}
+
 func group(key string) (string, bool) {
 	_, rest, ok := strings.Cut(key, "{")
 	if !ok {
@@ -108,7 +126,7 @@ func newLinkReg(t *testing.T, n *net, clk *clocktest.Manual, regionName, addr st
 	cfg := DefaultConfig(regionName, addr, peers)
 	cfg.Shares = testShares()
 	cfg.CallTimeout = cfg.Shares.Interval
-	l, err := New(cfg, Deps{Owners: owners{self: addr, owner: owner}, Sender: n, Classify: classify, Group: group,
+	l, err := New(cfg, Deps{Owners: owners{self: addr, owner: owner}, Sender: n, LimitName: limitName, Group: group,
 		Clock: clk, FirstSeq: 1}, nil, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func (l *Link) RingChanged() {
 
 func (l *Link) countGrants(gs []region.Grant) {
 	for _, g := range gs {
-		name, _ := l.deps.Classify(g.Key)
+		name := l.deps.LimitName(g.Key)
 		result := "above_floor"
 		if g.Share <= l.cfg.Shares.Floor {
 			result = "floor"

@@ -13,12 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/clock"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/region"
 )
 
 // Owners says which node of this region owns a group, and how to reach it
-// (cluster.Cluster implements it). Safe for concurrent use.
+// (forward.Routes implements it). Safe for concurrent use.
 type Owners interface {
 	// RegionOwner returns the node-to-node address of group's owner, or
 	// local when this node owns it ("" and false when the owner is unknown).
@@ -38,9 +39,11 @@ type Sender interface {
 type Deps struct {
 	Owners Owners
 	Sender Sender
-	// Classify names the limit that built key and says whether its scope
-	// is global (from the current policy). Safe for concurrent use.
-	Classify func(key string) (limit string, global bool)
+	// LimitName names the limit that built key ("" if unknown): the label
+	// of per-limit metrics and of the grants a home makes for keys other
+	// regions report. Decisions never call it: they carry their limits'
+	// identities (decide.Def). Safe for concurrent use.
+	LimitName func(key string) string
 	// Burst returns the burst of the global limit that built key (0 if
 	// unknown), from the current policy: as a home, the units of a burst
 	// smaller than the number of regions go to the busiest regions
@@ -111,8 +114,8 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if deps.Owners == nil || deps.Sender == nil || deps.Classify == nil || deps.Group == nil {
-		return nil, errors.New("regionlink: owners, sender, classify and group are required")
+	if deps.Owners == nil || deps.Sender == nil || deps.LimitName == nil || deps.Group == nil {
+		return nil, errors.New("regionlink: owners, sender, limit name and group are required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -154,17 +157,19 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 // its region's Redis, where its TAT cannot be rescaled as a share moves,
 // so it takes no part in the rebalancing. ok is false when that part
 // admits nothing (no unit of the burst by the unit rule, region.Config.Limit:
-// a burst below the number of regions): deny the request.
-func (l *Link) StrictLimits(keys []string, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
+// a burst below the number of regions): deny the request. defs are the
+// keys' limits' identities (decide.Request.Defs): a key is global when its
+// Def says so.
+func (l *Link) StrictLimits(keys []string, defs []*decide.Def, limits []gcra.Limit) (out []gcra.Limit, ok bool) {
 	out = slices.Clone(limits)
-	for i, k := range keys {
-		name, global := l.deps.Classify(k)
-		if !global {
+	for i := range keys {
+		d := defAt(defs, i)
+		if d == nil || !d.Global {
 			continue
 		}
 		lim, valid := l.Guaranteed(limits[i], true)
 		if !valid {
-			l.metrics.empty.WithLabelValues(name).Inc()
+			l.metrics.empty.WithLabelValues(d.Name).Inc()
 			return nil, false
 		}
 		out[i] = lim
@@ -202,16 +207,18 @@ func (l *Link) Guaranteed(whole gcra.Limit, strict bool) (part gcra.Limit, ok bo
 // admits nothing (it holds no unit of the burst). Call
 // release once the decision is stored, whatever ok is: until then the
 // group's stripe is held. now is on the cluster's time base, like the TATs;
-// the offered cost counts towards the keys' demand.
-func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.Limit, cost, now int64,
+// the offered cost counts towards the keys' demand. defs are the keys'
+// limits' identities (decide.Request.Defs): a key is global when its Def
+// says so, and no key is parsed.
+func (l *Link) Enforce(epoch uint64, group string, keys []string, defs []*decide.Def, limits []gcra.Limit, cost, now int64,
 	rescale func(key string, f func(tat int64) int64)) (out []gcra.Limit, ok bool, release func()) {
 	var names []string // a global key's limit name; "" for the others
-	for i, k := range keys {
-		if name, g := l.deps.Classify(k); g {
+	for i := range keys {
+		if d := defAt(defs, i); d != nil && d.Global {
 			if names == nil {
 				names = make([]string, len(keys))
 			}
-			names[i] = name
+			names[i] = d.Name
 		}
 	}
 	if names == nil { // nothing global: the common case costs no lock
@@ -274,4 +281,12 @@ func (l *Link) Enforce(epoch uint64, group string, keys []string, limits []gcra.
 		ks.enforced, ks.valid = to, true
 	}
 	return out, ok, st.mu.Unlock
+}
+
+// defAt is defs[i], nil beyond defs.
+func defAt(defs []*decide.Def, i int) *decide.Def {
+	if i < len(defs) {
+		return defs[i]
+	}
+	return nil
 }

@@ -24,7 +24,7 @@ func (m tats) rescale(key string, f func(int64) int64) { m[key] = f(m[key]) }
 // key k (the only key).
 func enforce(t *testing.T, l *Link, m tats, k string, cost, now int64) (gcra.Limit, bool) {
 	t.Helper()
-	out, ok, release := l.Enforce(1, "grp", []string{k}, []gcra.Limit{g}, cost, now, m.rescale)
+	out, ok, release := l.Enforce(1, "grp", []string{k}, defsOf([]string{k}...), []gcra.Limit{g}, cost, now, m.rescale)
 	release()
 	return out[0], ok
 }
@@ -60,7 +60,7 @@ func TestLink_Enforce_nonGlobalLimitsPassThrough(t *testing.T) {
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	m := tats{}
 	in := []gcra.Limit{g}
-	out, ok, release := l.Enforce(1, "grp", []string{key("plain", "a")}, in, 1, 0, m.rescale)
+	out, ok, release := l.Enforce(1, "grp", []string{key("plain", "a")}, defsOf([]string{key("plain", "a")}...), in, 1, 0, m.rescale)
 	release()
 	if !ok || &out[0] != &in[0] || len(m) != 0 {
 		t.Fatalf("a non-global key: ok %v, same slice %v, rescaled %v", ok, &out[0] == &in[0], m)
@@ -112,7 +112,7 @@ func TestLink_Enforce_newEpochTakesTheKeyToBeAtTheFloor(t *testing.T) {
 	enforce(t, l, m, k, 1, 0) // epoch 1: now decided at big
 	now := int64(50 * time.Second)
 	m[k] = now + 5*big.Interval
-	out, _, release := l.Enforce(2, "grp", []string{k}, []gcra.Limit{g}, 1, now, m.rescale)
+	out, _, release := l.Enforce(2, "grp", []string{k}, defsOf([]string{k}...), []gcra.Limit{g}, 1, now, m.rescale)
 	release()
 	if want := region.Rescale(now+5*big.Interval, now, floor, big); out[0] != big || m[k] != want {
 		t.Fatalf("after the epoch moved: TAT %d, want %d (read as written at the floor)", m[k], want)
@@ -257,12 +257,12 @@ func TestLink_StrictLimits_fixedEqualPartOfGlobalKeys(t *testing.T) {
 	l := newLink(t, n, clk, "eu", "eu-1", func(string) string { return "eu-1" })
 	plain := gcra.Limit{Interval: 7, Burst: 3}
 	in := []gcra.Limit{g, plain}
-	out, ok := l.StrictLimits([]string{key("glob", "a"), key("plain", "a")}, in)
+	out, ok := l.StrictLimits([]string{key("glob", "a"), key("plain", "a")}, defsOf([]string{key("glob", "a"), key("plain", "a")}...), in)
 	if !ok || out[0] != mustLimit(t, region.Whole/2) || out[1] != plain || in[0] != g {
 		t.Fatalf("strict limits %+v ok %v (input %+v); want half of the global one, the other untouched", out, ok, in)
 	}
 	tiny := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1} // half a unit rounds to none
-	if _, ok := l.StrictLimits([]string{key("glob", "a")}, []gcra.Limit{tiny}); ok {
+	if _, ok := l.StrictLimits([]string{key("glob", "a")}, defsOf([]string{key("glob", "a")}...), []gcra.Limit{tiny}); ok {
 		t.Fatal("a part whose burst rounds to zero: ok, want a denial")
 	}
 }
@@ -303,7 +303,7 @@ func TestLink_Enforce_emptyShareStillReportsDemandAndGrows(t *testing.T) {
 	us := newLink(t, n, clk, "us", "us-1", func(string) string { return "us-1" })
 	one := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}
 	decide := func() (gcra.Limit, bool) {
-		out, ok, release := us.Enforce(1, "grp", []string{k}, []gcra.Limit{one}, 200, 0, tats{}.rescale)
+		out, ok, release := us.Enforce(1, "grp", []string{k}, defsOf([]string{k}...), []gcra.Limit{one}, 200, 0, tats{}.rescale)
 		release()
 		return out[0], ok
 	}
@@ -339,7 +339,7 @@ func TestLink_Enforce_unitRegainedStartsEmpty(t *testing.T) {
 	one := gcra.Limit{Interval: int64(time.Millisecond), Burst: 1}
 	m := tats{}
 	decide := func(now int64) (gcra.Limit, bool) {
-		out, ok, release := us.Enforce(1, "grp", []string{k}, []gcra.Limit{one}, 200, now, m.rescale)
+		out, ok, release := us.Enforce(1, "grp", []string{k}, defsOf([]string{k}...), []gcra.Limit{one}, 200, now, m.rescale)
 		release()
 		return out[0], ok
 	}

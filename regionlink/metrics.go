@@ -72,8 +72,7 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	l := m.link
 	byLimit := func(key string) string {
-		name, _ := l.deps.Classify(key)
-		return label(name)
+		return label(l.deps.LimitName(key))
 	}
 	now := l.mono()
 	l.memberMu.Lock()

@@ -97,7 +97,7 @@ func TestLink_concurrentDecisionsAndRounds(t *testing.T) {
 			m := tats{}
 			for i := range 500 {
 				k := keys[i%len(keys)]
-				out, ok, release := l.Enforce(1, "grp", []string{k}, []gcra.Limit{g}, 1, int64(i), m.rescale)
+				out, ok, release := l.Enforce(1, "grp", []string{k}, defsOf([]string{k}...), []gcra.Limit{g}, 1, int64(i), m.rescale)
 				release()
 				if !ok || out[0].Validate() != nil {
 					t.Errorf("decision %d of %s: %+v ok %v", i, k, out, ok)

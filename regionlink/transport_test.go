@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
@@ -28,7 +29,7 @@ var (
 // noDecisions is a peer.Handler for a server that only answers reports.
 type noDecisions struct{}
 
-func (noDecisions) HandleDecide(_ context.Context, _ string, items []peer.Item) []peer.Result {
+func (noDecisions) HandleDecide(_ context.Context, _ string, items []decide.Request) []peer.Result {
 	return make([]peer.Result, len(items))
 }
 
@@ -92,7 +93,7 @@ func TestLink_Round_overPeertest(t *testing.T) {
 		cfg.CallTimeout = cfg.Shares.Interval
 		self := rg + "-1"
 		l, err := New(cfg, Deps{Owners: owners{self: self, owner: func(string) string { return self }},
-			Sender: pn.Reporter(self), Classify: classify, Group: group, Clock: clk, FirstSeq: 1}, nil, prometheus.NewRegistry())
+			Sender: pn.Reporter(self), LimitName: limitName, Group: group, Clock: clk, FirstSeq: 1}, nil, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}

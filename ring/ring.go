@@ -149,17 +149,8 @@ func (r *Ring) Set(members []string) error {
 // Owner returns the member that owns group, and false when the ring is
 // empty. It does not allocate with the default Hasher.
 func (r *Ring) Owner(group string) (string, bool) {
-	s := r.snap.Load()
-	if len(s.owners) == 0 {
-		return "", false
-	}
-	var h uint64
-	if sh, ok := r.cfg.Hasher.(stringHasher); ok {
-		h = sh.Sum64String(group)
-	} else {
-		h = r.cfg.Hasher.Sum64([]byte(group))
-	}
-	return s.owners[h%uint64(len(s.owners))], true
+	owner, _, ok := r.OwnerAt(group)
+	return owner, ok
 }
 
 // Members returns the member names, sorted. The caller may modify the slice.

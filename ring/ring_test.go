@@ -219,3 +219,23 @@ func BenchmarkRing_Set(b *testing.B) {
 		_ = r.Set(sets[i&1])
 	}
 }
+
+func TestRing_OwnerAt_matchesOwnerAndEpoch(t *testing.T) {
+	r, err := ring.New(ring.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := r.OwnerAt("g"); ok {
+		t.Fatal("an empty ring named an owner")
+	}
+	if err := r.Set([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range []string{"g1", "g2", "g3", "tenant-42"} {
+		owner, epoch, ok := r.OwnerAt(g)
+		want, _ := r.Owner(g)
+		if !ok || owner != want || epoch != r.Epoch() {
+			t.Fatalf("OwnerAt(%q) = %q, %d, %v; want %q, %d", g, owner, epoch, ok, want, r.Epoch())
+		}
+	}
+}

@@ -31,7 +31,7 @@
 // Usage:
 //
 //	be, _ := redisbackend.New(rdb, redisbackend.DefaultConfig())
-//	clk, err := redisclock.New(redisclock.DefaultConfig(), be, time.Now, logger, reg)
+//	clk, err := redisclock.New(redisclock.DefaultConfig(), be, clock.Real(), logger, reg)
 //	w, err := writebehind.New(writebehind.DefaultConfig(), be, clk.Now, logger, reg)
 //	if err != nil { ... }
 //	go w.Run(ctx)                     // until shutdown; ends with a final flush

@@ -163,7 +163,8 @@ func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
 	cfg.Timeout = patient // the stuck store outlives the Mark loop
 	be := newBackend(t, srv, cfg.Timeout)
 	sink := &countingSink{Sink: be}
-	w := newWriter(t, cfg, sink, realNow, nil)
+	clk := newManual()
+	w := newWriter(t, cfg, sink, realNow, nil, writebehind.WithClock(clk))
 	stop := runWriter(t, w)
 
 	base := realNow() + time.Hour.Nanoseconds()
@@ -176,6 +177,7 @@ func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
 	}()
 	before := sink.started.Load()
 	w.Mark("rl:{p}:first", base)
+	clk.Advance(waitArmed(t, clk)) // the first flush starts and gets stuck
 	waitFor(t, "a store stuck on the paused Redis", func() bool { return sink.started.Load() > before })
 	returned := sink.returned.Load()
 
@@ -201,7 +203,11 @@ func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
 
 	srv.Resume()
 	resumed = true
-	waitFor(t, "backlog drained after resume", func() bool { return w.Pending() == 0 })
+	waitArmed(t, clk) // the stuck flush has finished
+	fireRun(t, clk)   // the first flush started after every mark
+	if got := w.Pending(); got != 0 {
+		t.Errorf("pending = %d after the first flush since the resume, want 0", got)
+	}
 	checkStored(t, be, want)
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
@@ -235,7 +241,8 @@ func TestWriter_Run_realRedisOutageRetried(t *testing.T) {
 	be := newBackend(t, srv, patient)
 	sink := &outageSink{Sink: be}
 	reg := prometheus.NewRegistry()
-	w := newWriter(t, cfg, sink, realNow, reg)
+	clk := newManual()
+	w := newWriter(t, cfg, sink, realNow, reg, writebehind.WithClock(clk))
 	stop := runWriter(t, w)
 
 	base := realNow() + time.Hour.Nanoseconds()
@@ -247,12 +254,17 @@ func TestWriter_Run_realRedisOutageRetried(t *testing.T) {
 		want[k] = base + int64(i)
 		w.Mark(k, base+int64(i))
 	}
-	waitFor(t, "two failed flushes", func() bool {
-		return metricValue(t, reg, "weir_writebehind_flushes_total", "error") >= 2
-	})
+	fireRun(t, clk)
+	fireRun(t, clk)
+	if got := metricValue(t, reg, "weir_writebehind_flushes_total", "error"); got != 2 {
+		t.Fatalf("failed flushes = %g after two flushes during the outage, want 2", got)
+	}
 	sink.outage.Store(false)
 	srv.Resume()
-	waitFor(t, "backlog drained after resume", func() bool { return w.Pending() == 0 })
+	fireRun(t, clk)
+	if got := w.Pending(); got != 0 {
+		t.Errorf("pending = %d after the first flush since the resume, want 0", got)
+	}
 	checkStored(t, be, want)
 	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)

@@ -19,6 +19,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/chaos/history"
+	"github.com/weirhq/weir/rlqs/rlqstest"
 )
 
 // Target is one node the workload may call.
@@ -41,6 +42,21 @@ type Class struct {
 	// Limits are the enforced limits a call of this class is expected to
 	// match; they are recorded when the call gets no answer.
 	Limits []string `json:"limits"`
+	// RLQS, when set, sends the class through emulated Envoys instead of
+	// Decide calls: one rlqstest.Client per target, deciding each request
+	// locally from the assignments its RLQS stream receives. Descriptors
+	// are the bucket id (Keys must be 1); each operation is one local
+	// decision, recorded against Limits[0] and RLQS.Key.
+	RLQS *RLQS `json:"rlqs,omitempty"`
+}
+
+// RLQS is how an RLQS class's Envoys are configured.
+type RLQS struct {
+	Domain string `json:"domain"`
+	// Key is the limit's storage key the bucket maps to, recorded on every
+	// operation (the Envoy does not know it).
+	Key               string        `json:"key"`
+	ReportingInterval time.Duration `json:"reporting_interval"`
 }
 
 // Config is a workload.
@@ -76,6 +92,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("workload: no classes"))
 	}
 	for _, cl := range c.Classes {
+		if r := cl.RLQS; r != nil && (r.Domain == "" || r.Key == "" || r.ReportingInterval <= 0 || cl.Keys != 1 || cl.Cost != 1 || len(cl.Limits) != 1 || c.Workers > 0) {
+			errs = append(errs, fmt.Errorf("workload: rlqs class %q needs a domain, a key, a reporting interval, one key, cost 1, one limit and an open loop", cl.Name))
+		}
 		if cl.Name == "" || cl.Weight <= 0 || cl.Keys <= 0 || cl.Cost <= 0 || cl.Spread < 0 || len(cl.Descriptors) == 0 {
 			errs = append(errs, fmt.Errorf("workload: class %q needs a name, weight > 0, keys > 0, cost > 0, spread >= 0 and descriptors", cl.Name))
 		}
@@ -105,6 +124,7 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 		return Stats{}, err
 	}
 	clients := make([]weirv1.RateLimiterClient, len(cfg.Targets))
+	envoys := map[*Class][]*rlqstest.Client{} // per RLQS class, one per target
 	for i, t := range cfg.Targets {
 		// Reconnect quickly after a node restarts: the default backoff grows
 		// to two minutes, which would hide a recovered node from the run.
@@ -119,6 +139,13 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 		}
 		defer conn.Close()
 		clients[i] = weirv1.NewRateLimiterClient(conn)
+		for ci := range cfg.Classes {
+			if r := cfg.Classes[ci].RLQS; r != nil {
+				e := rlqstest.NewClient(conn, rlqstest.FilterConfig{Domain: r.Domain, ReportingInterval: r.ReportingInterval})
+				defer e.Close()
+				envoys[&cfg.Classes[ci]] = append(envoys[&cfg.Classes[ci]], e)
+			}
+		}
 	}
 
 	var (
@@ -138,7 +165,7 @@ func Run(ctx context.Context, cfg Config, w *history.Writer) (Stats, error) {
 	if cfg.Workers > 0 {
 		closedLoop(ctx, cfg, clients, record)
 	} else {
-		openLoop(ctx, cfg, clients, record)
+		openLoop(ctx, cfg, clients, envoys, record)
 	}
 	if err := w.Flush(); err != nil && werr == nil {
 		werr = err
@@ -206,7 +233,7 @@ func closedLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterCli
 
 // openLoop sends calls at cfg.Rate to random targets until Duration has
 // passed or ctx is done, then waits for the calls in flight.
-func openLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClient, record func(history.Op)) {
+func openLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClient, envoys map[*Class][]*rlqstest.Client, record func(history.Op)) {
 	total := totalWeight(cfg.Classes)
 	rng := rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Worker)))
 	var (
@@ -236,6 +263,10 @@ func openLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClien
 		ti := rng.IntN(len(cfg.Targets))
 		op := history.Op{ID: i, Worker: cfg.Worker, Node: cfg.Targets[ti].Name, Class: cl.Name, Cost: cl.Cost}
 		desc := descriptors(cl, key, spread)
+		if es := envoys[cl]; es != nil {
+			record(local(es[ti], cl, desc, op))
+			continue
+		}
 		if inFlight.Add(1) > int64(cfg.MaxInFlight) {
 			inFlight.Add(-1)
 			now := time.Now().UnixNano()
@@ -286,6 +317,20 @@ func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op hist
 			op.Limits = append(op.Limits, history.LimitKey{Name: l.GetName(), Key: l.GetKey(), Denied: !l.GetAllowed()})
 		}
 	}
+	return op
+}
+
+// local decides one request of an RLQS class in its emulated Envoy, as
+// Envoy's filter does: no call, the decision is made at once.
+func local(e *rlqstest.Client, cl *Class, desc map[string]string, op history.Op) history.Op {
+	op.Invoke = time.Now().UnixNano()
+	allowed := e.Request(desc)
+	op.Complete = time.Now().UnixNano()
+	op.Outcome = history.Denied
+	if allowed {
+		op.Outcome = history.Allowed
+	}
+	op.Limits = []history.LimitKey{{Name: cl.Limits[0], Key: cl.RLQS.Key, Denied: !allowed}}
 	return op
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,29 @@ func TestConfigValidate(t *testing.T) {
 		Descriptors: map[string]string{"a": "b"}}}, Rate: 1, Duration: 1, Deadline: 1, MaxInFlight: 1}
 	if err := bad.Validate(); err == nil {
 		t.Fatal("class with zero keys accepted")
+	}
+}
+
+func TestConfig_Validate_rlqs(t *testing.T) {
+	ok := Config{Targets: []Target{{Name: "n1", Addr: "127.0.0.1:1"}}, Rate: 10, Duration: time.Second, Deadline: time.Second, MaxInFlight: 1,
+		Classes: []Class{{Name: "e", Weight: 1, Keys: 1, Cost: 1, Limits: []string{"l"}, Descriptors: map[string]string{"tenant": "a"},
+			RLQS: &RLQS{Domain: "edge", Key: "weir:{a}:l:a", ReportingInterval: time.Second}}}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mutate := range map[string]func(c *Config){
+		"no key":      func(c *Config) { c.Classes[0].RLQS.Key = "" },
+		"cost 2":      func(c *Config) { c.Classes[0].Cost = 2 },
+		"two keys":    func(c *Config) { c.Classes[0].Keys = 2 },
+		"closed loop": func(c *Config) { c.Workers = 3 },
+	} {
+		c := ok
+		c.Classes = []Class{ok.Classes[0]}
+		r := *ok.Classes[0].RLQS
+		c.Classes[0].RLQS = &r
+		mutate(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "rlqs class") {
+			t.Errorf("%s: %v, want an rlqs class error", name, err)
+		}
 	}
 }

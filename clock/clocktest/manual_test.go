@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/clock/clocktest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var t0 = time.Unix(1_700_000_000, 0)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/inflight"
+	"github.com/weirhq/weir/intake"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/peer"
@@ -31,7 +32,7 @@ type boundsConfig struct {
 // wins) and checks them; call it after fs.Parse.
 func addBoundsFlags(fs *flag.FlagSet, b *boundsConfig, getenv func(string) string) func() error {
 	fs.IntVar(&b.MaxKeys, "max-keys", 0, "most keys held in owner memory; rested keys are evicted first, and when all are live new keys fall back by policy (reason memory_full); the same cap bounds the local-fallback state, where a new key finding it full is denied (mode closed); 0 means no cap")
-	fs.DurationVar(&b.PeerMaxSkew, "peer-max-skew", peer.DefaultMaxSkew, "forwarded work stamped further than this from this node's clock is refused")
+	fs.DurationVar(&b.PeerMaxSkew, "peer-max-skew", intake.DefaultMaxSkew, "forwarded work stamped further than this from this node's clock is refused")
 	fs.IntVar(&b.HTTPMaxConns, "http-max-conns", server.DefaultHTTPServerConfig().MaxConns, "most open HTTP connections; keep well below ulimit -n")
 	fs.Int64Var(&b.MaxInflightBytes, "max-inflight-bytes", inflight.DefaultConfig().MaxBytes, "most bytes of gRPC and HTTP requests being received at once, node-wide; each gRPC call reserves the largest message its listener reads (16 MiB) until its request is decoded, and a call that finds no room within 5 s is refused (RESOURCE_EXHAUSTED, HTTP 503)")
 	names := []string{"max-keys", "peer-max-skew", "http-max-conns", "max-inflight-bytes"}
@@ -107,12 +108,12 @@ func registerMemstoreMetrics(mem *memstore.Store, reg prometheus.Registerer) {
 	)
 }
 
-// peerHandler wraps the cluster in the Validator that checks forwarded
-// work against this node's clock and policy, and logs its lease grants
-// (grantLog).
+// peerHandler wraps the owner in the Validator that checks forwarded work
+// against this node's clock and policy (and fills each item's limit
+// identities from it), and logs its lease grants (grantLog).
 func (n *node) peerHandler(b boundsConfig, policies limiter.PolicySource, reg prometheus.Registerer) (peer.Handler, error) {
-	vcfg := peer.DefaultValidatorConfig()
+	vcfg := intake.DefaultValidatorConfig()
 	vcfg.MaxSkew = b.PeerMaxSkew
 	now := n.state.now
-	return peer.NewValidator(vcfg, grantLog{n.state.cluster, n.logger}, policies, func() int64 { return now().UnixNano() }, reg)
+	return intake.NewValidator(vcfg, grantLog{ownerSide{n.state.owner, n.state.grants}, n.logger}, policies, func() int64 { return now().UnixNano() }, reg)
 }

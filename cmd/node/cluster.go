@@ -17,7 +17,7 @@ import (
 func (n *node) joinCluster(ctx context.Context, cfg config, reg prometheus.Registerer) error {
 	self := map[string]string{cfg.NodeName: n.peerAddr()}
 	if cfg.GossipAddr == "" {
-		n.state.cluster.SetMembers(ctx, self)
+		n.state.router.SetMembers(ctx, self)
 		n.ringChanged()
 		return nil
 	}
@@ -99,7 +99,7 @@ func (n *node) applyMembers(ctx context.Context) {
 	changed := !maps.Equal(n.mu.peers, live)
 	n.mu.peers = live
 	n.mu.Unlock()
-	n.state.cluster.SetMembersFailed(ctx, live, n.members.Failed())
+	n.state.router.SetMembersFailed(ctx, live, n.members.Failed())
 	if changed {
 		n.ringChanged()
 	}
@@ -112,7 +112,7 @@ func (n *node) leaveCluster(ctx context.Context) {
 	if n.state == nil {
 		return
 	}
-	n.state.cluster.Handoff(ctx)
+	n.state.router.Handoff(ctx)
 	if n.members == nil {
 		return
 	}

@@ -1,6 +1,8 @@
 // Command node runs one weir node: the weir.v1.RateLimiter gRPC API (with
-// health and reflection), the HTTP API (/v1/decide, /metrics, /healthz,
-// /readyz), and the limiter behind them.
+// health and reflection), Envoy's RLS and RLQS on the same gRPC port
+// (envoyrls, rlqs: rlqs.go connects its streams to the owners' leases), the
+// HTTP API (/v1/decide, /metrics, /healthz, /readyz), and the limiter
+// behind them.
 //
 // With no flags it starts on loopback with a built-in example policy and
 // keeps state in memory:

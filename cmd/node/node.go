@@ -95,26 +95,19 @@ func start(ctx context.Context, cfg config, logger *slog.Logger) (*node, error) 
 	if err != nil {
 		return nil, err
 	}
-	if err := n.openRegions(cfg, policies, peers, reg); err != nil {
-		return nil, err
-	}
-	st, err := n.openState(bgCtx, cfg, peers, reg)
+	st, err := n.openState(bgCtx, cfg, policies, peers, reg)
 	if err != nil {
 		return nil, err
 	}
 	n.state = st
-	if err := n.enableLeases(bgCtx, cfg, st, policies, reg); err != nil {
-		return nil, err
-	}
 	if l := n.regional.link; l != nil {
-		n.regional.owners.c.Store(st.cluster)
 		n.goBackground(func() error { return l.Run(bgCtx) })
 	}
 	if n.shadow, err = shadow.New(shadow.DefaultConfig(), st.now); err != nil {
 		return nil, err
 	}
 	n.name = cfg.NodeName
-	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.cluster, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.cluster.Members), limiter.WithObserver(n.shadow.Observe), regionFallback(n.regional.link))
+	lim, err := limiter.New(limiterConfig(cfg.Bounds), policies, st.router, logger, reg, limiter.WithClock(st.now), limiter.WithMembers(st.router.Members), limiter.WithObserver(n.shadow.Observe), regionFallback(n.regional.link))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +198,10 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	}
 	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
-	if err := n.serveClientLeases(public, cfg, lim, ph, reg); err != nil {
+	if err := n.serveClientLeases(public, cfg, lim, ph, reg); err != nil { // client leases: clientlease.go
+		return err
+	}
+	if err := n.registerRLQS(public, lim, ph, reg); err != nil { // Envoy RLQS: rlqs.go
 		return err
 	}
 	hcfg := server.DefaultHTTPServerConfig()

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirhq/weir/cluster"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/limitkey"
+	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -109,15 +108,14 @@ func (r regions) policyCheck(own, node string) func(*policy.Policy) ([]string, e
 }
 
 // openRegions builds the region link when --region-peers is set, sending
-// its reports with the node's peer client; the cluster it routes reports
-// through is bound later (bindRegions).
-func (n *node) openRegions(cfg config, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) error {
+// its reports with the node's peer client and routing them through routes
+// (built before it: no late binding).
+func (n *node) openRegions(cfg config, routes regionlink.Owners, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) error {
 	lcfg, on, err := cfg.regions.linkConfig(cfg.Region, cfg.NodeName)
 	if err != nil || !on {
 		return err
 	}
-	n.regional.owners = &lazyOwners{}
-	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: n.regional.owners, Sender: peers, Classify: classifyGlobal(policies), Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
+	n.regional.link, err = regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: peers, LimitName: limitName, Burst: globalBurst(policies), Group: limitkey.Group}, n.logger, reg)
 	if err != nil {
 		return err
 	}
@@ -126,20 +124,18 @@ func (n *node) openRegions(cfg config, policies limiter.PolicySource, peers *pee
 	return nil
 }
 
-// classifyGlobal is regionlink.Deps.Classify over policies' current policy:
-// the name of the limit that built a key, and whether it is global.
-func classifyGlobal(policies limiter.PolicySource) func(key string) (string, bool) {
-	return func(key string) (string, bool) {
-		l := policies.Current().LimitOfKey(key)
-		if l == nil {
-			return "", false
-		}
-		return l.Name, l.Scope == policy.ScopeGlobal
-	}
+// limitName is regionlink.Deps.LimitName: the limit-name field of a key
+// (limitkey.LimitName), "" for a key of another shape. Only metrics and
+// the grants a home counts call it; decisions carry their limits'
+// identities.
+func limitName(key string) string {
+	name, _ := limitkey.LimitName(key)
+	return name
 }
 
 // globalBurst is regionlink.Deps.Burst over policies' current policy: the
-// burst of the limit that built a key (0 when no limit did).
+// burst of the limit that built a key (0 when no limit did). The home
+// calls it for the keys other regions report, off the decision path.
 func globalBurst(policies limiter.PolicySource) func(key string) int64 {
 	return func(key string) int64 {
 		if l := policies.Current().LimitOfKey(key); l != nil {
@@ -149,9 +145,9 @@ func globalBurst(policies limiter.PolicySource) func(key string) int64 {
 	}
 }
 
-// regionsDep is what the cluster enforces global limits with: nil (not a
+// regionsDep is what the owner enforces global limits with: nil (not a
 // nil *Link in an interface) without regions.
-func (n *node) regionsDep() cluster.Regions {
+func (n *node) regionsDep() owner.Regions {
 	if n.regional.link == nil {
 		return nil
 	}
@@ -182,22 +178,9 @@ func (n *node) ringChanged() {
 	}
 }
 
-// regionWiring is the node's region link (nil without --region-peers) and
-// the Owners it routes reports through, bound to the cluster once built.
+var _ owner.Regions = (*regionlink.Link)(nil)
+
+// regionWiring is the node's region link (nil without --region-peers).
 type regionWiring struct {
-	link   *regionlink.Link
-	owners *lazyOwners
-}
-
-// lazyOwners is regionlink.Owners for a cluster built after the link.
-type lazyOwners struct {
-	c atomic.Pointer[cluster.Cluster]
-}
-
-func (o *lazyOwners) RegionOwner(group string) (string, bool) {
-	c := o.c.Load()
-	if c == nil {
-		return "", false
-	}
-	return c.RegionOwner(group)
+	link *regionlink.Link
 }

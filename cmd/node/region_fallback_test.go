@@ -10,11 +10,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/forward"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/intake"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/limitkey"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer/peertest"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/region"
@@ -58,12 +60,14 @@ func (cutOffSender) Send(context.Context, string, region.Report, bool) (region.R
 type fallbackRegion struct {
 	net   *peertest.Network
 	lims  map[string]*limiter.Limiter
-	nodes map[string]*cluster.Cluster
+	nodes map[string]*forward.Router
+	// routes are the nodes' ring views: RegionOwner says who owns a group
+	routes map[string]*forward.Routes
 }
 
 func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow, pol *policy.Policy, withPart bool) *fallbackRegion {
 	t.Helper()
-	r := &fallbackRegion{net: peertest.NewNetwork(), lims: map[string]*limiter.Limiter{}, nodes: map[string]*cluster.Cluster{}}
+	r := &fallbackRegion{net: peertest.NewNetwork(), lims: map[string]*limiter.Limiter{}, nodes: map[string]*forward.Router{}, routes: map[string]*forward.Routes{}}
 	members := map[string]string{}
 	flags := regions{RegionPeers: map[string]string{other: other + "-0"}, RegionFloor: 0.1,
 		RegionInterval: 500 * time.Millisecond, RegionTTL: 4 * time.Second}
@@ -73,24 +77,32 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 		if err != nil || !on {
 			t.Fatalf("link config: %v %v", on, err)
 		}
-		owners := &lazyOwners{}
-		link, err := regionlink.New(lcfg, regionlink.Deps{Owners: owners, Sender: cutOffSender{},
-			Classify: classifyGlobal(policy.Static(pol)), Group: limitkey.Group}, nil, prometheus.NewRegistry())
-		if err != nil {
-			t.Fatal(err)
-		}
 		rg, err := ring.New(ring.DefaultConfig())
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := cluster.DefaultConfig()
-		cfg.LocalName = node
-		c, err := cluster.New(cfg, cluster.Deps{Ring: rg, Forwarder: r.net.Forwarder(node), Mem: memstore.New(memstore.DefaultConfig()),
-			Now: clk.Now, Regions: link}, nil, prometheus.NewRegistry())
+		routes := forward.NewRoutes(node, rg)
+		link, err := regionlink.New(lcfg, regionlink.Deps{Owners: routes, Sender: cutOffSender{},
+			LimitName: limitName, Group: limitkey.Group}, nil, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
-		owners.c.Store(c)
+		ocfg := owner.DefaultConfig()
+		ocfg.LocalName = node
+		o, err := owner.New(ocfg, owner.Deps{Ring: routes, Mem: memstore.New(memstore.DefaultConfig()), Regions: link}, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := forward.New(forward.DefaultConfig(), forward.Deps{Routes: routes, Forwarder: r.net.Forwarder(node), Owner: o}, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The owner sees forwarded work through the Validator, as on the
+		// node's peer server: it fills the keys' limit identities.
+		v, err := intake.NewValidator(intake.DefaultValidatorConfig(), o, policy.Static(pol), func() int64 { return clk.Now().UnixNano() }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
 		opts := []limiter.Option{limiter.WithClock(clk.Now), limiter.WithMembers(c.Members)}
 		if withPart {
 			opts = append(opts, regionFallback(link))
@@ -98,8 +110,9 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 		if r.lims[node], err = limiter.New(limiter.DefaultConfig(), policy.Static(pol), c, nil, prometheus.NewRegistry(), opts...); err != nil {
 			t.Fatal(err)
 		}
-		r.net.Register(node, c)
+		r.net.Register(node, v)
 		r.nodes[node] = c
+		r.routes[node] = routes
 		members[node] = node // the in-memory network addresses nodes by name
 	}
 	for _, c := range r.nodes {
@@ -113,8 +126,8 @@ func newFallbackRegion(t *testing.T, name, other string, size int, clk *fakeNow,
 func (r *fallbackRegion) killOwner(t *testing.T, group string) []*limiter.Limiter {
 	t.Helper()
 	var left []*limiter.Limiter
-	for name, c := range r.nodes {
-		if _, local := c.RegionOwner(group); local {
+	for name := range r.nodes {
+		if _, local := r.routes[name].RegionOwner(group); local {
 			r.net.Unregister(name)
 			continue
 		}

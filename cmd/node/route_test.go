@@ -39,7 +39,7 @@ func waitConverged(t *testing.T, nodes []*node) uint64 {
 	t.Helper()
 	waitFor(t, 20*time.Second, func() bool {
 		for _, n := range nodes {
-			if n.state.cluster.Members() != len(nodes) || n.state.ring.Epoch() != nodes[0].state.ring.Epoch() {
+			if n.state.router.Members() != len(nodes) || n.state.ring.Epoch() != nodes[0].state.ring.Epoch() {
 				return false
 			}
 		}

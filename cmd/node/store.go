@@ -8,9 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/weirhq/weir/breaker"
-	"github.com/weirhq/weir/cluster"
+	"github.com/weirhq/weir/forward"
+	"github.com/weirhq/weir/leaselink"
+	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/membership"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisclock"
@@ -19,10 +22,16 @@ import (
 	"github.com/weirhq/weir/writebehind"
 )
 
-// state is what openState builds: the cluster (the limiter's store), the
-// peer client it forwards with, and the clock every TAT is measured on.
+// state is what openState builds: the routes (ring and member
+// addresses), the owner (this node's groups), the router (the limiter's
+// store), the lease holder, the peer client they forward with, and the
+// clock every TAT is measured on.
 type state struct {
-	cluster  *cluster.Cluster
+	routes   *forward.Routes
+	owner    *owner.Owner
+	router   *forward.Router
+	leases   *leaselink.Link   // the holder side
+	grants   *leaselink.Grants // the grantor side
 	peers    *peer.Client
 	breakers *breaker.Set
 	now      func() time.Time
@@ -52,9 +61,12 @@ func (n *node) openPeers(cfg config, reg prometheus.Registerer) (*peer.Client, e
 }
 
 // openState builds owner memory, the optional Redis persistence (backend,
-// write-behind, Redis clock), the ring, and the cluster that ties them and
-// the peer client together. A node without --join is a cluster of one.
-func (n *node) openState(ctx context.Context, cfg config, peers *peer.Client, reg prometheus.Registerer) (*state, error) {
+// strict queue, write-behind, Redis clock), the ring and its routes, the
+// region link, the owner, the lease holder and the router that ties them
+// and the peer client together, in that order: each is built after what
+// it reads, so nothing is bound late. A node without --join is a cluster
+// of one.
+func (n *node) openState(ctx context.Context, cfg config, policies limiter.PolicySource, peers *peer.Client, reg prometheus.Registerer) (*state, error) {
 	mem := memstore.New(memstoreConfig(cfg.Bounds))
 	registerMemstoreMetrics(mem, reg)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -68,10 +80,13 @@ func (n *node) openState(ctx context.Context, cfg config, peers *peer.Client, re
 		return nil, err
 	}
 	st.breakers = breakers
-	deps := cluster.Deps{Mem: mem, Breakers: breakers, Regions: n.regionsDep()}
+	deps := owner.Deps{Mem: mem, Breakers: breakers}
 	if cfg.redisConfigured() {
 		b, wb, clock, err := n.openRedis(ctx, cfg, reg)
 		if err != nil {
+			return nil, err
+		}
+		if deps.Strict, err = redisbackend.NewStrictQueue(b, cfg.RedisTimeout, maxStrictBatch); err != nil {
 			return nil, err
 		}
 		deps.Redis, deps.WriteBehind = b, wb
@@ -80,24 +95,42 @@ func (n *node) openState(ctx context.Context, cfg config, peers *peer.Client, re
 	} else {
 		n.logger.Info("embedded mode: state in memory only; pass --redis-addr, --redis-url, --redis-cluster or --redis-sentinel to persist it")
 	}
-	if deps.Ring, err = ring.New(ring.DefaultConfig()); err != nil {
+	if st.ring, err = ring.New(ring.DefaultConfig()); err != nil {
 		return nil, err
 	}
-	st.ring = deps.Ring
-	st.peers, deps.Forwarder = peers, peers
-	ccfg := cluster.DefaultConfig()
-	ccfg.LocalName = cfg.NodeName
-	ccfg.LoadTimeout, ccfg.StrictTimeout = cfg.RedisTimeout, cfg.RedisTimeout
-	ccfg.FreezeLimit = cfg.FreezeLimit
-	ccfg.Forward.MaxTimeout = cfg.ForwardTimeout
-	ccfg.Forward.MinTimeout = min(ccfg.Forward.MinTimeout, cfg.ForwardTimeout)
-	if st.cluster, err = cluster.New(ccfg, deps, n.logger, reg); err != nil {
+	st.routes = forward.NewRoutes(cfg.NodeName, st.ring)
+	deps.Ring = st.routes
+	st.peers = peers
+	if err := n.openRegions(cfg, st.routes, policies, peers, reg); err != nil {
 		return nil, err
 	}
-	n.sweepers = append(n.sweepers, st.cluster.Sweep) // sweeps mem, remembering what it swept
-	n.goBackground(func() error { return st.cluster.RunHeartbeat(ctx) })
+	deps.Regions = n.regionsDep()
+	ocfg := owner.DefaultConfig()
+	ocfg.LocalName = cfg.NodeName
+	ocfg.LoadTimeout = cfg.RedisTimeout
+	ocfg.FreezeLimit = cfg.FreezeLimit
+	if st.owner, err = owner.New(ocfg, deps, n.logger, reg); err != nil {
+		return nil, err
+	}
+	n.sweepers = append(n.sweepers, st.owner.Sweep) // sweeps mem, remembering what it swept
+	if err := n.enableLeases(ctx, cfg, st, reg); err != nil {
+		return nil, err
+	}
+	fcfg := forward.DefaultConfig()
+	fcfg.Forward.MaxTimeout = cfg.ForwardTimeout
+	fcfg.Forward.MinTimeout = min(fcfg.Forward.MinTimeout, cfg.ForwardTimeout)
+	if st.router, err = forward.New(fcfg, forward.Deps{Routes: st.routes, Forwarder: st.peers, Owner: st.owner, Leases: st.leases,
+		Breakers: breakers}, n.logger, reg); err != nil {
+		return nil, err
+	}
+	n.goBackground(func() error { return st.router.RunHeartbeat(ctx) })
 	return st, nil
 }
+
+var _ owner.WriteBehind = (*writebehind.Writer)(nil)
+
+// maxStrictBatch caps the strict decisions in one Redis pipeline.
+const maxStrictBatch = 256
 
 // openRedis connects to Redis and starts the write-behind flusher and the
 // Redis clock. Redis that is down at start is not fatal: decisions fall back
@@ -119,7 +152,7 @@ func (n *node) openRedis(ctx context.Context, cfg config, reg prometheus.Registe
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	clock, err := redisclock.New(redisclock.DefaultConfig(), src, time.Now, n.logger, reg)
+	clock, err := redisclock.New(redisclock.DefaultConfig(), src, nil, n.logger, reg) // nil: the local clock is clock.Real()
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/region"
@@ -160,7 +161,7 @@ var _ peer.Forwarder = forwarder{}
 // Decide carries it to the node named addr, one item per call (there is no
 // batching in memory). The item and the result are copied, as if
 // serialized, so neither side can alias the other's slices.
-func (f forwarder) Decide(ctx context.Context, addr string, it peer.Item) (peer.Result, error) {
+func (f forwarder) Decide(ctx context.Context, addr string, it decide.Request) (peer.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return peer.Result{}, err
 	}
@@ -172,7 +173,7 @@ func (f forwarder) Decide(ctx context.Context, addr string, it peer.Item) (peer.
 		return peer.Result{}, fmt.Errorf("%w: %q", ErrUnknownNode, addr)
 	}
 	f.n.count(f.from, addr)
-	rs := h.HandleDecide(ctx, f.from, []peer.Item{cloneItem(it)})
+	rs := h.HandleDecide(ctx, f.from, []decide.Request{cloneItem(it)})
 	if len(rs) != 1 {
 		return peer.Result{}, fmt.Errorf("peertest: %s returned %d results for 1 item", addr, len(rs))
 	}
@@ -223,7 +224,7 @@ func (n *Network) count(from, to string) {
 	n.sent[link{from, to}]++
 }
 
-func cloneItem(it peer.Item) peer.Item {
+func cloneItem(it decide.Request) decide.Request {
 	it.Keys = slices.Clone(it.Keys)
 	it.Limits = slices.Clone(it.Limits)
 	return it

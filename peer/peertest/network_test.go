@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/peer"
 )
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // counter allows everything and counts the items it decided.
 type counter struct{ n atomic.Int64 }
 
-func (c *counter) HandleDecide(_ context.Context, _ string, items []peer.Item) []peer.Result {
+func (c *counter) HandleDecide(_ context.Context, _ string, items []decide.Request) []peer.Result {
 	out := make([]peer.Result, len(items))
 	for i, it := range items {
 		c.n.Add(1)
@@ -28,7 +29,7 @@ func (c *counter) HandleDecide(_ context.Context, _ string, items []peer.Item) [
 	return out
 }
 
-var it = peer.Item{Group: "g", Keys: []string{"k"}, Limits: []gcra.Limit{{Interval: 10, Burst: 1}}, Cost: 1, Now: 42}
+var it = decide.Request{Group: "g", Keys: []string{"k"}, Limits: []gcra.Limit{{Interval: 10, Burst: 1}}, Cost: 1, Now: 42}
 
 func newNet() (*Network, map[string]*counter) {
 	n := NewNetwork()

@@ -1,0 +1,128 @@
+package forward
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/weirhq/weir/limiter"
+)
+
+// flood sends n requests for kv through node at once, at one instant
+// of the fake clock, and returns their decisions.
+func (lc *leaseCluster) flood(node string, kv map[string]string, n int) []limiter.Decision {
+	lc.t.Helper()
+	out := make([]limiter.Decision, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			out[i], errs[i] = lc.nodes[node].lim.Decide(ctx, limiter.Request{Descriptors: kv, Cost: 1})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			lc.t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// saturate exhausts kv's key at its owner and has peer p learn it (a
+// forwarded denial) and see demand (requests refused locally), then moves
+// the clock to when one unit fits again.
+func (lc *leaseCluster) saturate(owner, p string, kv map[string]string) {
+	lc.t.Helper()
+	for lc.decide(owner, kv).Allowed {
+	}
+	d := lc.decide(p, kv) // forwarded; the owner denies
+	if d.Allowed || d.FromLease {
+		lc.t.Fatalf("forwarded to the owner of an exhausted key: %+v", d)
+	}
+	sent := lc.net.Sent(p, owner)
+	for range 20 { // demand enough for a lease
+		if d = lc.decide(p, kv); d.Allowed || d.RetryAfter <= 0 || !d.FromLease {
+			lc.t.Fatalf("not refused locally: %+v", d)
+		}
+	}
+	if hops := lc.net.Sent(p, owner) - sent; hops != 0 {
+		lc.t.Fatalf("%d hops while the owner's denial held", hops)
+	}
+	lc.clock.Add(d.RetryAfter) // the owner's denial has passed
+}
+
+// A flood of concurrent requests on a saturated key at a peer, once the
+// owner's last denial has passed, costs one RPC (a probe refresh that all
+// of them wait for), not a hop each; the units the owner had are
+// admitted, no more, and every refusal's retry-after is no earlier than
+// the owner's own.
+func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
+	lc := newLeaseCluster(t, 2, false)
+	owner, peers := lc.ownerAndPeers("t1")
+	p := peers[0]
+	lc.saturate(owner, p, hotKV)
+	// Slow the link so that the flood piles up behind the first hop.
+	lc.net.Delay(p, owner, 20*time.Millisecond)
+	sent := lc.net.Sent(p, owner)
+	ds := lc.flood(p, hotKV, 50)
+	if hops := lc.net.Sent(p, owner) - sent; hops != 1 {
+		t.Fatalf("%d hops for a flood of 50 on a saturated key, want 1 (one probe)", hops)
+	}
+	var admitted int
+	var minRetry time.Duration
+	for _, d := range ds {
+		switch {
+		case d.Fallback != nil || !d.FromLease:
+			t.Fatalf("not decided from the probe's answer: %+v", d)
+		case d.Allowed:
+			admitted++
+		case minRetry == 0 || d.RetryAfter < minRetry:
+			minRetry = d.RetryAfter
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("admitted %d, want the 1 unit that had refilled", admitted)
+	}
+	lc.net.HealAll()
+	if d := lc.decide(owner, hotKV); d.Allowed || d.RetryAfter > minRetry {
+		t.Fatalf("owner at the same instant: %+v; the peer refused with retry-after %s, earlier than the owner's", d, minRetry)
+	}
+	if got := lc.metric(p, "weir_lease_rpcs_total", "result", "ok"); got != 1 {
+		t.Fatalf("lease RPCs %v, want 1", got)
+	}
+	if got := lc.metric(p, "weir_lease_waits_total", "limit", "hot"); got < 1 || got > 50 {
+		t.Fatalf("waits %v, want 1..50", got)
+	}
+}
+
+// Waiting for a probe never outlasts the caller's deadline: with the owner
+// cut off, a request on a saturated key waits for at most two probes and
+// then falls back, within its deadline (the limiter would answer an error
+// past it). The deadline is generous so that only a hang, not a loaded
+// machine's scheduling, can fail this.
+func TestLeases_saturatedProbeWaitKeepsTheDeadline(t *testing.T) {
+	lc := newLeaseCluster(t, 2, false)
+	owner, peers := lc.ownerAndPeers("t1")
+	p := peers[0]
+	lc.saturate(owner, p, hotKV)
+	lc.net.Partition([]string{p}, []string{owner})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	d, err := lc.nodes[p].lim.Decide(ctx, limiter.Request{Descriptors: hotKV, Cost: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Fallback == nil || d.FromLease {
+		t.Fatalf("decided without the owner and without falling back: %+v", d)
+	}
+	if got := lc.metric(p, "weir_lease_rpcs_total", "result", "error"); got < 1 || got > 2 {
+		t.Fatalf("%v failed probes, want 1 or 2 before forwarding", got)
+	}
+	if err := lc.nodes[p].leases.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,44 @@
+// Package owner is the owner's synchronous state machine: it decides the
+// groups this node owns (a group is a limit key's hash tag, usually the
+// tenant; the ring names one owner per group), and answers the work peers
+// forward to it, their lease refreshes and their fallback debt. It routes
+// nothing and starts no goroutines, as etcd's RawNode under Node: the
+// forwarding layer (package forward) calls it, and drives its heartbeat.
+//
+// Owners decide `fast` limits in memory (memstore) and persist every changed
+// TAT to Redis write-behind; before its first decision on a key an owner
+// loads the key's TAT from Redis, so a group that moves (join, leave, crash)
+// keeps its state. `strict` limits are decided by the Redis script through
+// Deps.Strict (redisbackend.StrictQueue coalesces them into pipelines).
+// With no Redis, everything is decided in memory and a moved group starts
+// rested. Redis sits behind the consumer-owned Redis and Strict interfaces;
+// unit tests use redistest's in-memory twin.
+//
+// What it owns: owner memory's keys, the swept set, freeze detection
+// (freeze.go). The lease ledger of the grants this node makes lives in
+// leaselink.Grants, which changes keys only through UpdateOwned and
+// UpdateHeld (grant.go), and whose Effective TATs decisions read
+// (Leases). What it trusts:
+// forwarded work reaches it through intake.Validator, which refuses input
+// the public API would refuse, replaces the sender's numbers with the owner
+// policy's, and fills each item's Defs from the owner's policy, resolving
+// each key once; the Owner then reads Defs (lease terms, scope) and never
+// parses a key.
+//
+// Usage (cmd/node wires this; forward.Router is the caller):
+//
+//	o, _ := owner.New(cfg, owner.Deps{Ring: routes, Mem: mem, Redis: b, Strict: q, WriteBehind: wb}, logger, reg)
+//	v, _ := intake.NewValidator(intake.DefaultValidatorConfig(), o, policies, nowNanos, reg)
+//	peer.Register(grpcServer, v)  // forwarded work, leases and debt
+//	agg, err := o.Decide(ctx, r, out) // the forwarding layer found this node the owner
+//
+// The caller's duties: call Drop after every ring change with the keys
+// whose group moved away (and with every key on leave); call Beat every
+// BeatEvery from one goroutine after StartHeartbeat, and at once when
+// ThawRequests fires; call Sweep periodically instead of the memory's own.
+//
+// Concurrency: an Owner is safe for concurrent use. Decisions run on their
+// callers' goroutines, ordered against hand-offs by the memory's epoch
+// (decideLocal); drops and thaws are serialised by one mutex; the lease
+// ledger sits behind a read-write lock taken inside a key's memstore lock.
+package owner

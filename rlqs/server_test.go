@@ -1,0 +1,103 @@
+package rlqs
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/weirhq/weir/policy"
+	"github.com/weirhq/weir/rlqs/rlqstest"
+)
+
+type staticPolicy struct{ p *policy.Policy }
+
+func (s staticPolicy) Policy() *policy.Policy { return s.p }
+
+// serve starts a Server over a real owner on a loopback gRPC listener and
+// returns a connection to it.
+func serve(t *testing.T, cfg Config) (*Server, *grpc.ClientConn) {
+	t.Helper()
+	owner, err := rlqstest.NewOwner("owner#1", func() int64 { return time.Now().UnixNano() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg, owner, staticPolicy{mustPolicy(t, testPolicy)}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	Register(gs, srv)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return srv, conn
+}
+
+func TestServer_stream_tokenBucket(t *testing.T) {
+	_, conn := serve(t, testConfig())
+	c := rlqstest.NewClient(conn, rlqstest.FilterConfig{Domain: "edge", ReportingInterval: 200 * time.Millisecond})
+	t.Cleanup(c.Close)
+	acme := map[string]string{"tenant": "acme"}
+	c.Request(acme) // the first request subscribes the bucket
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, recv, _ := c.Messages(); recv > 0 && c.Request(acme) {
+			break // an assignment arrived and admits
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no admitting assignment within 10s; last error %v", c.Err())
+		}
+		time.Sleep(10 * time.Millisecond) // pacing a client that polls, not waiting for a condition
+	}
+}
+
+func TestServer_stream_bounds(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxStreams = 1
+	srv, conn := serve(t, cfg)
+	cl := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := cl.StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(map[string]string{"tenant": "a"}, 1, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); err != nil { // served: the stream is open
+		t.Fatal(err)
+	}
+	second, err := cl.StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.Recv(); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second stream: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if err := first.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: ""}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("bad report: %v, want INVALID_ARGUMENT", err)
+	}
+	for srv.Streams() != 0 {
+		time.Sleep(time.Millisecond) // the server's stream goroutine ends after the status is sent
+	}
+}
