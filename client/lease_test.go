@@ -63,16 +63,15 @@ func TestClient_Decide_leasedKeyDecidedInProcess(t *testing.T) {
 	n, _, c := leaseClient(t, hotPolicy)
 	ctx := context.Background()
 	desc := map[string]string{"tenant": "acme"}
-	var fromLease int
-	waitFor(t, 5*time.Second, "no decision from a lease", func() bool {
+	// Until a lease holds units for the 20 decisions below (a leased
+	// answer's remaining is the units still held), so that none of them
+	// waits for a refresh.
+	waitFor(t, 5*time.Second, "no lease of 20 units", func() bool {
 		resp, err := c.Decide(ctx, desc, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if resp.GetFromLease() {
-			fromLease++
-		}
-		return fromLease > 0
+		return resp.GetFromLease() && resp.GetRemaining() >= 20
 	})
 	before := n.Decides.Load()
 	for range 20 {
