@@ -36,6 +36,7 @@ type Client struct {
 	rpc     weirv1.RateLimiterClient
 	batcher *batcher // nil when batching is off
 	router  *router  // nil when routing is off
+	leases  *leaser  // nil when leases are off
 
 	// life is cancelled by Close; every RPC is cut short by it.
 	life   context.Context
@@ -79,17 +80,34 @@ func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
 		c.router = c.newRouter(all)
 		c.bg.Go(func() { c.router.run(c.life) })
 	}
+	if cfg.Leases != nil {
+		c.leases = newLeaser(*cfg.Leases, cfg.Timeout, weirv1.NewLeasesClient(conn))
+		go c.leases.run()
+	}
 	if cfg.BatchWindow > 0 {
 		c.batcher = newBatcher(c.life, c.sendBatch, c.decideOne, c.pick, cfg.BatchWindow, cfg.MaxBatch)
 	}
 	return c, nil
 }
 
-// Close fails every pending call with ErrClosed, waits for the client's
+// Close is Shutdown with a context that ends after Config.Timeout.
+func (c *Client) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.Timeout)
+	defer cancel()
+	return c.Shutdown(ctx)
+}
+
+// Shutdown gives the units of every lease held back to their owners (with
+// Config.Leases; units it cannot return within ctx, or within
+// LeaseConfig.RefreshTimeout, strand until their leases expire), then
+// fails every pending call with ErrClosed, waits for the client's
 // goroutines to end and closes the connection. It is idempotent: later
 // calls return the first call's result.
-func (c *Client) Close() error {
+func (c *Client) Shutdown(ctx context.Context) error {
 	c.closeOnce.Do(func() {
+		if c.leases != nil {
+			c.leases.shutdown(ctx)
+		}
 		c.cancel()
 		c.bg.Wait()
 		if c.batcher != nil {
@@ -100,6 +118,9 @@ func (c *Client) Close() error {
 		}
 		if err := c.conn.Close(); err != nil {
 			c.closeErr = fmt.Errorf("client: close: %w", err)
+		}
+		if c.leases != nil {
+			<-c.leases.done // at most RefreshTimeout after quit
 		}
 	})
 	return c.closeErr
@@ -123,18 +144,41 @@ func (c *Client) Decide(ctx context.Context, descriptors map[string]string, cost
 	if c.life.Err() != nil {
 		return nil, ErrClosed
 	}
+	var e *entry
+	if c.leases != nil {
+		var resp *weirv1.DecideResponse
+		var ok bool
+		if resp, e, ok = c.leases.decide(ctx, descriptors, max(cost, 1)); ok {
+			return resp, nil
+		}
+		c.leases.decideRPCs.Add(1)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
+	var resp *weirv1.DecideResponse
+	var err error
 	if c.batcher == nil {
 		req := &weirv1.DecideRequest{Descriptors: descriptors, Cost: weirv1.DefaultCost(cost)}
-		resp, err := c.decideOne(ctx, c.pick(req), req)
-		return resp, c.callError(ctx, "decide", err)
+		resp, err = c.decideOne(ctx, c.pick(req), req)
+	} else {
+		// The caller may return (and reuse its map) while the request
+		// waits in a batch, so the batch gets its own copy.
+		req := &weirv1.DecideRequest{Descriptors: maps.Clone(descriptors), Cost: weirv1.DefaultCost(cost)}
+		resp, err = c.batcher.do(ctx, req)
 	}
-	// The caller may return (and reuse its map) while the request waits in
-	// a batch, so the batch gets its own copy.
-	req := &weirv1.DecideRequest{Descriptors: maps.Clone(descriptors), Cost: weirv1.DefaultCost(cost)}
-	resp, err := c.batcher.do(ctx, req)
+	if err == nil && c.leases != nil {
+		c.leases.noteDenials(e, resp, max(cost, 1))
+	}
 	return resp, c.callError(ctx, "decide", err)
+}
+
+// LeaseStats returns the lease side's counts; zero without Config.Leases.
+// Safe for concurrent use.
+func (c *Client) LeaseStats() LeaseStats {
+	if c.leases == nil {
+		return LeaseStats{}
+	}
+	return c.leases.stats()
 }
 
 // DecideBatch sends reqs as one DecideBatch RPC, never coalesced with other

@@ -72,6 +72,14 @@ type Config struct {
 	// groups of members beyond it go to Target. 0 means
 	// DefaultMaxRouteConns.
 	MaxRouteConns int
+	// Leases, when set, holds leases of the policy's leasable limits in
+	// this process (see LeaseConfig and the package doc, "Client-side
+	// leases"): a hot leasable key is decided here without an RPC, as
+	// exactly as at a node. Descriptors that are not leasable, and those
+	// a lease cannot decide now, go over Decide as without it. The node
+	// must serve weir.v1.Leases; one that does not answers UNIMPLEMENTED
+	// and the client decides everything over Decide. nil: off.
+	Leases *LeaseConfig
 }
 
 // DefaultConfig returns a Config with batching and routing off, MaxBatch
@@ -104,7 +112,12 @@ func (c Config) Validate() error {
 	case c.MaxRouteConns < 0:
 		return fmt.Errorf("client: config: negative max route conns %d", c.MaxRouteConns)
 	case c.TLS != nil:
-		return c.TLS.Validate()
+		if err := c.TLS.Validate(); err != nil {
+			return err
+		}
+	}
+	if c.Leases != nil {
+		return c.Leases.Validate()
 	}
 	return nil
 }

@@ -38,6 +38,36 @@
 // Target; answers are the same either way. RouteEpoch tells whether it
 // routes. See docs/architecture.md, "Client routing".
 //
+// # Client-side leases
+//
+// With Config.Leases the client holds leases of the policy's hot leasable
+// limits and decides them in this process, with no RPC per decision:
+//
+//	cfg.Leases = &client.LeaseConfig{} // the defaults
+//
+// The first Decide of a descriptor set goes over Decide as without leases,
+// and the client asks Target (weir.v1.Leases, one stream: one lease
+// holder, named by the node) whether the set is leasable and on which
+// terms; the policy decides, never the client. A set whose every limit is
+// leasable is then decided with lease.Holder, the accounting a peer node
+// uses: units held per key, spent all-or-nothing across a request's
+// limits, refused locally from the owner's last denial, one batched
+// refresh per LeaseConfig.Tick carrying every key's demand and returning
+// its unspent units, granted by the keys' owners through Target. Across
+// any number of client processes and nodes a key admits at most B + W/T
+// in any window W, as at a node. Answers decided here say
+// DecideResponse.from_lease, as a node's do.
+//
+// A request goes over Decide (and from there to the limit's failure
+// policy, as without leases) when its descriptors are not leasable or not
+// known yet, when its lease is dry and the refresh it waits for does not
+// come within its budget (half of Config.Timeout, at most RefreshTimeout),
+// when refreshes go unanswered, and while the stream to Target is down
+// (reopened with backoff, as a new holder; the old holder's units strand
+// at their owners for one TTL). DecideBatch is never decided from leases.
+// Shutdown (and Close) gives every unspent unit back before closing.
+// LeaseStats counts decisions from leases and RPCs of both kinds.
+//
 // Transport security: a node started with --tls-cert takes TLS clients; set
 // Config.TLS (CA bundle, and a client certificate when the node requires
 // one with --tls-client-ca). The client re-reads those files when they
@@ -52,6 +82,7 @@
 //     member was UNAVAILABLE, once, through Target (see Config.Route).
 //   - Keep Config.Timeout short; it applies inside the caller's context, so a
 //     shorter deadline on ctx still wins.
-//   - Call Close once done. Close fails pending calls with ErrClosed and
+//   - Call Close (or Shutdown with your own deadline) once done. It
+//     returns leased units, fails pending calls with ErrClosed and
 //     returns after the client's goroutines have ended.
 package client

@@ -21,6 +21,8 @@ func newCodec() *grpclimit.Codec {
 			return scanRequest
 		case *weirv1.DecideBatchRequest:
 			return scanBatch
+		case *weirv1.HoldRequest:
+			return scanHold
 		}
 		return nil
 	}).WithDecoders(decodeFor)
@@ -62,5 +64,40 @@ func scanRequest(b []byte) error {
 			return fmt.Errorf("%w: more than %d descriptors", limiter.ErrInvalidRequest, limiter.MaxDescriptors)
 		}
 		return nil
+	})
+}
+
+// MaxHoldEntries bounds the lookups and the items of one weir.v1.Leases
+// HoldRequest on the wire, before it is decoded (clientlease's own
+// bounds, at most these, apply after).
+const MaxHoldEntries = limiter.MaxBatch
+
+// scanHold checks a HoldRequest's wire form without allocating: at most
+// MaxHoldEntries lookups and items, each with at most
+// limiter.MaxDescriptors descriptors, so that a forged request of
+// millions of tiny entries is refused before it becomes maps.
+func scanHold(b []byte) error {
+	var lookups, items int
+	return grpclimit.ScanFields(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType || (num != 2 && num != 3) {
+			return nil
+		}
+		what, n := "lookups", &lookups
+		if num == 3 {
+			what, n = "items", &items
+		}
+		if *n++; *n > MaxHoldEntries {
+			return fmt.Errorf("%w: more than %d %s in one hold request", limiter.ErrInvalidRequest, MaxHoldEntries, what)
+		}
+		descriptors := 0
+		return grpclimit.ScanFields(v, func(num protowire.Number, _ protowire.Type, _ []byte) error {
+			if num != 1 {
+				return nil
+			}
+			if descriptors++; descriptors > limiter.MaxDescriptors {
+				return fmt.Errorf("%w: %s[%d]: more than %d descriptors", limiter.ErrInvalidRequest, what, *n-1, limiter.MaxDescriptors)
+			}
+			return nil
+		})
 	})
 }

@@ -37,7 +37,10 @@
 // request (MaxDecideBatchRequestBytes), bounds streams per connection,
 // enforces keepalive, and installs a codec that refuses a DecideRequest
 // larger than any valid one (RESOURCE_EXHAUSTED) and too many descriptors
-// or requests (INVALID_ARGUMENT) before decoding, and answers undecodable
+// or requests (INVALID_ARGUMENT) before decoding — and a weir.v1.Leases
+// HoldRequest with more than MaxHoldEntries lookups or items, or an entry
+// with too many descriptors, which clientlease answers with
+// grpclimit.Refusal — and answers undecodable
 // bytes with INVALID_ARGUMENT instead of INTERNAL. The codec decodes the
 // two request types by hand (decode.go: a few allocations per request
 // instead of protobuf-go's 15), accepting exactly what proto.Unmarshal

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/weirhq/weir/clientlease"
 	"github.com/weirhq/weir/envoyrls"
 	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
@@ -45,6 +46,7 @@ type node struct {
 	state    *state
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	leasesvc *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
 	regional regionWiring           // global limits shared with other regions: region.go
 	name     string                 // --node-name
@@ -196,6 +198,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	}
 	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
+	if err := n.serveClientLeases(public, cfg, lim, ph, reg); err != nil { // client leases: clientlease.go
+		return err
+	}
 	if err := n.registerRLQS(public, lim, ph, reg); err != nil { // Envoy RLQS: rlqs.go
 		return err
 	}
@@ -257,6 +262,7 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 			}
 		}
 		n.shutdownAdmin(ctx)
+		n.leasesvc.Shutdown() // lease streams never end on their own
 		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
 			stopGRPC(ctx, s)
 		}

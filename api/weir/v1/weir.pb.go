@@ -24,6 +24,73 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LeaseGrant_Outcome int32
+
+const (
+	// Nothing asked; the return was settled.
+	LeaseGrant_SETTLED LeaseGrant_Outcome = 0
+	// units units under lease, spendable for ttl from when the request
+	// was sent.
+	LeaseGrant_GRANTED LeaseGrant_Outcome = 1
+	// Not one unit fits now; retry_after is the owner's exact wait.
+	LeaseGrant_DENIED LeaseGrant_Outcome = 2
+	// Leases hold half the key's burst already: decide with Decide.
+	LeaseGrant_CAPPED LeaseGrant_Outcome = 3
+	// The owner could not grant now (an unsettled lease, an owner that
+	// moved or failed): decide with Decide.
+	LeaseGrant_BUSY LeaseGrant_Outcome = 4
+	// The key is not (or no longer) leasable for these descriptors:
+	// nothing was settled or granted; look the descriptors up again.
+	LeaseGrant_NOT_LEASABLE LeaseGrant_Outcome = 5
+)
+
+// Enum value maps for LeaseGrant_Outcome.
+var (
+	LeaseGrant_Outcome_name = map[int32]string{
+		0: "SETTLED",
+		1: "GRANTED",
+		2: "DENIED",
+		3: "CAPPED",
+		4: "BUSY",
+		5: "NOT_LEASABLE",
+	}
+	LeaseGrant_Outcome_value = map[string]int32{
+		"SETTLED":      0,
+		"GRANTED":      1,
+		"DENIED":       2,
+		"CAPPED":       3,
+		"BUSY":         4,
+		"NOT_LEASABLE": 5,
+	}
+)
+
+func (x LeaseGrant_Outcome) Enum() *LeaseGrant_Outcome {
+	p := new(LeaseGrant_Outcome)
+	*p = x
+	return p
+}
+
+func (x LeaseGrant_Outcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LeaseGrant_Outcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_api_weir_v1_weir_proto_enumTypes[0].Descriptor()
+}
+
+func (LeaseGrant_Outcome) Type() protoreflect.EnumType {
+	return &file_api_weir_v1_weir_proto_enumTypes[0]
+}
+
+func (x LeaseGrant_Outcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LeaseGrant_Outcome.Descriptor instead.
+func (LeaseGrant_Outcome) EnumDescriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{16, 0}
+}
+
 type DecideRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Request attributes (tenant, user, route, ...). The policy's limits match
@@ -742,6 +809,558 @@ func (x *GroupRule) GetGroup() string {
 	return ""
 }
 
+type HoldRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoed by the answer.
+	Seq uint64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// Descriptor sets whose limits the caller wants to know: whether they
+	// may be decided from leases, and on which terms.
+	Lookups []*LeaseLookup `protobuf:"bytes,2,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	// One refresh: every key the holder holds a lease on or wants one for.
+	Items         []*LeaseItem `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldRequest) Reset() {
+	*x = HoldRequest{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRequest) ProtoMessage() {}
+
+func (x *HoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
+func (*HoldRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HoldRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HoldRequest) GetLookups() []*LeaseLookup {
+	if x != nil {
+		return x.Lookups
+	}
+	return nil
+}
+
+func (x *HoldRequest) GetItems() []*LeaseItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// LeaseLookup asks how one descriptor set is limited.
+type LeaseLookup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Descriptors   map[string]string      `protobuf:"bytes,1,rep,name=descriptors,proto3" json:"descriptors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseLookup) Reset() {
+	*x = LeaseLookup{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseLookup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseLookup) ProtoMessage() {}
+
+func (x *LeaseLookup) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseLookup.ProtoReflect.Descriptor instead.
+func (*LeaseLookup) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *LeaseLookup) GetDescriptors() map[string]string {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+// LeaseItem is one key of a refresh. It settles the lease the holder held
+// on the key (return_*) and asks for a new one sized from demand.
+type LeaseItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A descriptor set that matches the key's limit (as a lookup answered):
+	// the node resolves it with its policy to find the key's numbers.
+	Descriptors map[string]string `protobuf:"bytes,1,rep,name=descriptors,proto3" json:"descriptors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The key, as LeasedLimit.key named it.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The holder's recent rate on the key, units per second; 0 only
+	// returns.
+	Demand float64 `protobuf:"fixed64,3,opt,name=demand,proto3" json:"demand,omitempty"`
+	// The lease given back with this request and its unspent units; empty
+	// grantor and zero lease return nothing.
+	ReturnGrantor string `protobuf:"bytes,4,opt,name=return_grantor,json=returnGrantor,proto3" json:"return_grantor,omitempty"`
+	ReturnLease   uint64 `protobuf:"varint,5,opt,name=return_lease,json=returnLease,proto3" json:"return_lease,omitempty"`
+	ReturnUnspent int64  `protobuf:"varint,6,opt,name=return_unspent,json=returnUnspent,proto3" json:"return_unspent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseItem) Reset() {
+	*x = LeaseItem{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseItem) ProtoMessage() {}
+
+func (x *LeaseItem) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseItem.ProtoReflect.Descriptor instead.
+func (*LeaseItem) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeaseItem) GetDescriptors() map[string]string {
+	if x != nil {
+		return x.Descriptors
+	}
+	return nil
+}
+
+func (x *LeaseItem) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetDemand() float64 {
+	if x != nil {
+		return x.Demand
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetReturnGrantor() string {
+	if x != nil {
+		return x.ReturnGrantor
+	}
+	return ""
+}
+
+func (x *LeaseItem) GetReturnLease() uint64 {
+	if x != nil {
+		return x.ReturnLease
+	}
+	return 0
+}
+
+func (x *LeaseItem) GetReturnUnspent() int64 {
+	if x != nil {
+		return x.ReturnUnspent
+	}
+	return 0
+}
+
+type HoldResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The holder's name, as owners know it.
+	Holder string `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	// The node's policy version; a client refreshes its lookups when it
+	// changes.
+	PolicyVersion string `protobuf:"bytes,3,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
+	// One answer per lookup, in order.
+	Lookups []*LeaseTerms `protobuf:"bytes,4,rep,name=lookups,proto3" json:"lookups,omitempty"`
+	// One answer per item, in order.
+	Grants        []*LeaseGrant `protobuf:"bytes,5,rep,name=grants,proto3" json:"grants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldResponse) Reset() {
+	*x = HoldResponse{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldResponse) ProtoMessage() {}
+
+func (x *HoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
+func (*HoldResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HoldResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HoldResponse) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *HoldResponse) GetPolicyVersion() string {
+	if x != nil {
+		return x.PolicyVersion
+	}
+	return ""
+}
+
+func (x *HoldResponse) GetLookups() []*LeaseTerms {
+	if x != nil {
+		return x.Lookups
+	}
+	return nil
+}
+
+func (x *HoldResponse) GetGrants() []*LeaseGrant {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+// LeaseTerms says how a descriptor set is limited.
+type LeaseTerms struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Some limit matched the descriptors.
+	Matched bool `protobuf:"varint,1,opt,name=matched,proto3" json:"matched,omitempty"`
+	// Every limit that matched may be decided from leases: lease terms in
+	// the policy, fast, enforced and large enough for the cluster. When
+	// false, decide the descriptors with Decide.
+	Leasable bool `protobuf:"varint,2,opt,name=leasable,proto3" json:"leasable,omitempty"`
+	// The matched limits, in policy order; empty unless leasable.
+	Limits []*LeasedLimit `protobuf:"bytes,3,rep,name=limits,proto3" json:"limits,omitempty"`
+	// Why not leasable, for logs ("unknown descriptor", "limit x has no
+	// lease terms", ...).
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseTerms) Reset() {
+	*x = LeaseTerms{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseTerms) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseTerms) ProtoMessage() {}
+
+func (x *LeaseTerms) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseTerms.ProtoReflect.Descriptor instead.
+func (*LeaseTerms) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *LeaseTerms) GetMatched() bool {
+	if x != nil {
+		return x.Matched
+	}
+	return false
+}
+
+func (x *LeaseTerms) GetLeasable() bool {
+	if x != nil {
+		return x.Leasable
+	}
+	return false
+}
+
+func (x *LeaseTerms) GetLimits() []*LeasedLimit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *LeaseTerms) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// LeasedLimit is one leasable limit of a descriptor set, with the
+// numbers the node's policy gives it.
+type LeasedLimit struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Key   string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Burst int64                  `protobuf:"varint,3,opt,name=burst,proto3" json:"burst,omitempty"`
+	// Emission interval: one unit per interval.
+	Interval *durationpb.Duration `protobuf:"bytes,4,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Lease terms: the most units of one grant, and its lifetime.
+	MaxUnits      int64                `protobuf:"varint,5,opt,name=max_units,json=maxUnits,proto3" json:"max_units,omitempty"`
+	Ttl           *durationpb.Duration `protobuf:"bytes,6,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeasedLimit) Reset() {
+	*x = LeasedLimit{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeasedLimit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeasedLimit) ProtoMessage() {}
+
+func (x *LeasedLimit) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeasedLimit.ProtoReflect.Descriptor instead.
+func (*LeasedLimit) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *LeasedLimit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LeasedLimit) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *LeasedLimit) GetBurst() int64 {
+	if x != nil {
+		return x.Burst
+	}
+	return 0
+}
+
+func (x *LeasedLimit) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *LeasedLimit) GetMaxUnits() int64 {
+	if x != nil {
+		return x.MaxUnits
+	}
+	return 0
+}
+
+func (x *LeasedLimit) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// LeaseGrant answers one LeaseItem.
+type LeaseGrant struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Outcome LeaseGrant_Outcome     `protobuf:"varint,1,opt,name=outcome,proto3,enum=weir.v1.LeaseGrant_Outcome" json:"outcome,omitempty"`
+	Grantor string                 `protobuf:"bytes,2,opt,name=grantor,proto3" json:"grantor,omitempty"`
+	Lease   uint64                 `protobuf:"varint,3,opt,name=lease,proto3" json:"lease,omitempty"`
+	Units   int64                  `protobuf:"varint,4,opt,name=units,proto3" json:"units,omitempty"`
+	Ttl     *durationpb.Duration   `protobuf:"bytes,5,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	// DENIED: the wait until one unit fits. GRANTED: the same wait after
+	// the grant (zero unless the grant left the key at its edge).
+	// CAPPED, BUSY: when to ask again, if set.
+	RetryAfter *durationpb.Duration `protobuf:"bytes,6,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	Credited   int64                `protobuf:"varint,7,opt,name=credited,proto3" json:"credited,omitempty"`
+	// The key's limit as the node's policy gives it now.
+	Limit         *LeasedLimit `protobuf:"bytes,8,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeaseGrant) Reset() {
+	*x = LeaseGrant{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeaseGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeaseGrant) ProtoMessage() {}
+
+func (x *LeaseGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeaseGrant.ProtoReflect.Descriptor instead.
+func (*LeaseGrant) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *LeaseGrant) GetOutcome() LeaseGrant_Outcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return LeaseGrant_SETTLED
+}
+
+func (x *LeaseGrant) GetGrantor() string {
+	if x != nil {
+		return x.Grantor
+	}
+	return ""
+}
+
+func (x *LeaseGrant) GetLease() uint64 {
+	if x != nil {
+		return x.Lease
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetUnits() int64 {
+	if x != nil {
+		return x.Units
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+func (x *LeaseGrant) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+func (x *LeaseGrant) GetCredited() int64 {
+	if x != nil {
+		return x.Credited
+	}
+	return 0
+}
+
+func (x *LeaseGrant) GetLimit() *LeasedLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return nil
+}
+
 var File_api_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_api_weir_v1_weir_proto_rawDesc = "" +
@@ -811,11 +1430,71 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\"7\n" +
 	"\tGroupRule\x12\x14\n" +
 	"\x05match\x18\x01 \x03(\tR\x05match\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group2\xd3\x01\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"y\n" +
+	"\vHoldRequest\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
+	"\alookups\x18\x02 \x03(\v2\x14.weir.v1.LeaseLookupR\alookups\x12(\n" +
+	"\x05items\x18\x03 \x03(\v2\x12.weir.v1.LeaseItemR\x05items\"\x96\x01\n" +
+	"\vLeaseLookup\x12G\n" +
+	"\vdescriptors\x18\x01 \x03(\v2%.weir.v1.LeaseLookup.DescriptorsEntryR\vdescriptors\x1a>\n" +
+	"\x10DescriptorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xad\x02\n" +
+	"\tLeaseItem\x12E\n" +
+	"\vdescriptors\x18\x01 \x03(\v2#.weir.v1.LeaseItem.DescriptorsEntryR\vdescriptors\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x16\n" +
+	"\x06demand\x18\x03 \x01(\x01R\x06demand\x12%\n" +
+	"\x0ereturn_grantor\x18\x04 \x01(\tR\rreturnGrantor\x12!\n" +
+	"\freturn_lease\x18\x05 \x01(\x04R\vreturnLease\x12%\n" +
+	"\x0ereturn_unspent\x18\x06 \x01(\x03R\rreturnUnspent\x1a>\n" +
+	"\x10DescriptorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbb\x01\n" +
+	"\fHoldResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12%\n" +
+	"\x0epolicy_version\x18\x03 \x01(\tR\rpolicyVersion\x12-\n" +
+	"\alookups\x18\x04 \x03(\v2\x13.weir.v1.LeaseTermsR\alookups\x12+\n" +
+	"\x06grants\x18\x05 \x03(\v2\x13.weir.v1.LeaseGrantR\x06grants\"\x88\x01\n" +
+	"\n" +
+	"LeaseTerms\x12\x18\n" +
+	"\amatched\x18\x01 \x01(\bR\amatched\x12\x1a\n" +
+	"\bleasable\x18\x02 \x01(\bR\bleasable\x12,\n" +
+	"\x06limits\x18\x03 \x03(\v2\x14.weir.v1.LeasedLimitR\x06limits\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xca\x01\n" +
+	"\vLeasedLimit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05burst\x18\x03 \x01(\x03R\x05burst\x125\n" +
+	"\binterval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12\x1b\n" +
+	"\tmax_units\x18\x05 \x01(\x03R\bmaxUnits\x12+\n" +
+	"\x03ttl\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\x93\x03\n" +
+	"\n" +
+	"LeaseGrant\x125\n" +
+	"\aoutcome\x18\x01 \x01(\x0e2\x1b.weir.v1.LeaseGrant.OutcomeR\aoutcome\x12\x18\n" +
+	"\agrantor\x18\x02 \x01(\tR\agrantor\x12\x14\n" +
+	"\x05lease\x18\x03 \x01(\x04R\x05lease\x12\x14\n" +
+	"\x05units\x18\x04 \x01(\x03R\x05units\x12+\n" +
+	"\x03ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12:\n" +
+	"\vretry_after\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\x12\x1a\n" +
+	"\bcredited\x18\a \x01(\x03R\bcredited\x12*\n" +
+	"\x05limit\x18\b \x01(\v2\x14.weir.v1.LeasedLimitR\x05limit\"W\n" +
+	"\aOutcome\x12\v\n" +
+	"\aSETTLED\x10\x00\x12\v\n" +
+	"\aGRANTED\x10\x01\x12\n" +
+	"\n" +
+	"\x06DENIED\x10\x02\x12\n" +
+	"\n" +
+	"\x06CAPPED\x10\x03\x12\b\n" +
+	"\x04BUSY\x10\x04\x12\x10\n" +
+	"\fNOT_LEASABLE\x10\x052\xd3\x01\n" +
 	"\vRateLimiter\x129\n" +
 	"\x06Decide\x12\x16.weir.v1.DecideRequest\x1a\x17.weir.v1.DecideResponse\x12H\n" +
 	"\vDecideBatch\x12\x1b.weir.v1.DecideBatchRequest\x1a\x1c.weir.v1.DecideBatchResponse\x12?\n" +
-	"\bTopology\x12\x18.weir.v1.TopologyRequest\x1a\x19.weir.v1.TopologyResponseB+Z)github.com/weirhq/weir/api/weir/v1;weirv1b\x06proto3"
+	"\bTopology\x12\x18.weir.v1.TopologyRequest\x1a\x19.weir.v1.TopologyResponse2A\n" +
+	"\x06Leases\x127\n" +
+	"\x04Hold\x12\x14.weir.v1.HoldRequest\x1a\x15.weir.v1.HoldResponse(\x010\x01B+Z)github.com/weirhq/weir/api/weir/v1;weirv1b\x06proto3"
 
 var (
 	file_api_weir_v1_weir_proto_rawDescOnce sync.Once
@@ -829,45 +1508,71 @@ func file_api_weir_v1_weir_proto_rawDescGZIP() []byte {
 	return file_api_weir_v1_weir_proto_rawDescData
 }
 
-var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_api_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_api_weir_v1_weir_proto_goTypes = []any{
-	(*DecideRequest)(nil),       // 0: weir.v1.DecideRequest
-	(*DecideResponse)(nil),      // 1: weir.v1.DecideResponse
-	(*LimitStatus)(nil),         // 2: weir.v1.LimitStatus
-	(*Fallback)(nil),            // 3: weir.v1.Fallback
-	(*DecideBatchRequest)(nil),  // 4: weir.v1.DecideBatchRequest
-	(*DecideBatchResponse)(nil), // 5: weir.v1.DecideBatchResponse
-	(*TopologyRequest)(nil),     // 6: weir.v1.TopologyRequest
-	(*TopologyResponse)(nil),    // 7: weir.v1.TopologyResponse
-	(*Member)(nil),              // 8: weir.v1.Member
-	(*GroupRule)(nil),           // 9: weir.v1.GroupRule
-	nil,                         // 10: weir.v1.DecideRequest.DescriptorsEntry
-	(*durationpb.Duration)(nil), // 11: google.protobuf.Duration
+	(LeaseGrant_Outcome)(0),     // 0: weir.v1.LeaseGrant.Outcome
+	(*DecideRequest)(nil),       // 1: weir.v1.DecideRequest
+	(*DecideResponse)(nil),      // 2: weir.v1.DecideResponse
+	(*LimitStatus)(nil),         // 3: weir.v1.LimitStatus
+	(*Fallback)(nil),            // 4: weir.v1.Fallback
+	(*DecideBatchRequest)(nil),  // 5: weir.v1.DecideBatchRequest
+	(*DecideBatchResponse)(nil), // 6: weir.v1.DecideBatchResponse
+	(*TopologyRequest)(nil),     // 7: weir.v1.TopologyRequest
+	(*TopologyResponse)(nil),    // 8: weir.v1.TopologyResponse
+	(*Member)(nil),              // 9: weir.v1.Member
+	(*GroupRule)(nil),           // 10: weir.v1.GroupRule
+	(*HoldRequest)(nil),         // 11: weir.v1.HoldRequest
+	(*LeaseLookup)(nil),         // 12: weir.v1.LeaseLookup
+	(*LeaseItem)(nil),           // 13: weir.v1.LeaseItem
+	(*HoldResponse)(nil),        // 14: weir.v1.HoldResponse
+	(*LeaseTerms)(nil),          // 15: weir.v1.LeaseTerms
+	(*LeasedLimit)(nil),         // 16: weir.v1.LeasedLimit
+	(*LeaseGrant)(nil),          // 17: weir.v1.LeaseGrant
+	nil,                         // 18: weir.v1.DecideRequest.DescriptorsEntry
+	nil,                         // 19: weir.v1.LeaseLookup.DescriptorsEntry
+	nil,                         // 20: weir.v1.LeaseItem.DescriptorsEntry
+	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
 }
 var file_api_weir_v1_weir_proto_depIdxs = []int32{
-	10, // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
-	11, // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
-	11, // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
-	2,  // 3: weir.v1.DecideResponse.limits:type_name -> weir.v1.LimitStatus
-	3,  // 4: weir.v1.DecideResponse.fallback:type_name -> weir.v1.Fallback
-	11, // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
-	11, // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
-	11, // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
-	0,  // 8: weir.v1.DecideBatchRequest.requests:type_name -> weir.v1.DecideRequest
-	1,  // 9: weir.v1.DecideBatchResponse.responses:type_name -> weir.v1.DecideResponse
-	8,  // 10: weir.v1.TopologyResponse.members:type_name -> weir.v1.Member
-	9,  // 11: weir.v1.TopologyResponse.group_rules:type_name -> weir.v1.GroupRule
-	0,  // 12: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
-	4,  // 13: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
-	6,  // 14: weir.v1.RateLimiter.Topology:input_type -> weir.v1.TopologyRequest
-	1,  // 15: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
-	5,  // 16: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
-	7,  // 17: weir.v1.RateLimiter.Topology:output_type -> weir.v1.TopologyResponse
-	15, // [15:18] is the sub-list for method output_type
-	12, // [12:15] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
+	21, // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
+	21, // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
+	3,  // 3: weir.v1.DecideResponse.limits:type_name -> weir.v1.LimitStatus
+	4,  // 4: weir.v1.DecideResponse.fallback:type_name -> weir.v1.Fallback
+	21, // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
+	21, // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
+	21, // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	1,  // 8: weir.v1.DecideBatchRequest.requests:type_name -> weir.v1.DecideRequest
+	2,  // 9: weir.v1.DecideBatchResponse.responses:type_name -> weir.v1.DecideResponse
+	9,  // 10: weir.v1.TopologyResponse.members:type_name -> weir.v1.Member
+	10, // 11: weir.v1.TopologyResponse.group_rules:type_name -> weir.v1.GroupRule
+	12, // 12: weir.v1.HoldRequest.lookups:type_name -> weir.v1.LeaseLookup
+	13, // 13: weir.v1.HoldRequest.items:type_name -> weir.v1.LeaseItem
+	19, // 14: weir.v1.LeaseLookup.descriptors:type_name -> weir.v1.LeaseLookup.DescriptorsEntry
+	20, // 15: weir.v1.LeaseItem.descriptors:type_name -> weir.v1.LeaseItem.DescriptorsEntry
+	15, // 16: weir.v1.HoldResponse.lookups:type_name -> weir.v1.LeaseTerms
+	17, // 17: weir.v1.HoldResponse.grants:type_name -> weir.v1.LeaseGrant
+	16, // 18: weir.v1.LeaseTerms.limits:type_name -> weir.v1.LeasedLimit
+	21, // 19: weir.v1.LeasedLimit.interval:type_name -> google.protobuf.Duration
+	21, // 20: weir.v1.LeasedLimit.ttl:type_name -> google.protobuf.Duration
+	0,  // 21: weir.v1.LeaseGrant.outcome:type_name -> weir.v1.LeaseGrant.Outcome
+	21, // 22: weir.v1.LeaseGrant.ttl:type_name -> google.protobuf.Duration
+	21, // 23: weir.v1.LeaseGrant.retry_after:type_name -> google.protobuf.Duration
+	16, // 24: weir.v1.LeaseGrant.limit:type_name -> weir.v1.LeasedLimit
+	1,  // 25: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
+	5,  // 26: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
+	7,  // 27: weir.v1.RateLimiter.Topology:input_type -> weir.v1.TopologyRequest
+	11, // 28: weir.v1.Leases.Hold:input_type -> weir.v1.HoldRequest
+	2,  // 29: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
+	6,  // 30: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
+	8,  // 31: weir.v1.RateLimiter.Topology:output_type -> weir.v1.TopologyResponse
+	14, // 32: weir.v1.Leases.Hold:output_type -> weir.v1.HoldResponse
+	29, // [29:33] is the sub-list for method output_type
+	25, // [25:29] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_v1_weir_proto_init() }
@@ -881,13 +1586,14 @@ func file_api_weir_v1_weir_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_v1_weir_proto_rawDesc), len(file_api_weir_v1_weir_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   20,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_api_weir_v1_weir_proto_goTypes,
 		DependencyIndexes: file_api_weir_v1_weir_proto_depIdxs,
+		EnumInfos:         file_api_weir_v1_weir_proto_enumTypes,
 		MessageInfos:      file_api_weir_v1_weir_proto_msgTypes,
 	}.Build()
 	File_api_weir_v1_weir_proto = out.File

@@ -229,3 +229,137 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "api/weir/v1/weir.proto",
 }
+
+const (
+	Leases_Hold_FullMethodName = "/weir.v1.Leases/Hold"
+)
+
+// LeasesClient is the client API for Leases service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Leases lets an application process hold leases of its hot leasable keys
+// and decide them itself, without an RPC per decision (the Go client's
+// Config.Leases). A node relays each holder's refreshes to the keys'
+// owners, as a peer node's own refreshes travel; lease/design.md has the
+// accounting. A node without it answers UNIMPLEMENTED and the client
+// decides over Decide as before.
+type LeasesClient interface {
+	// Hold is one lease holder's session: the stream is the holder. The node
+	// names it (node name, incarnation and a counter: see
+	// HoldResponse.holder), never the caller, so no caller can return,
+	// settle or hold another's leases. Each HoldRequest is answered by one
+	// HoldResponse with its seq, in order. Lease terms come from the node's
+	// policy: the caller sends descriptors and demand, never numbers.
+	// Units held when the stream ends strand at their owners until their
+	// leases expire (one TTL). Bad input (unknown fields, more items or
+	// lookups than the node accepts, a repeated key, demand that is not a
+	// finite rate >= 0, a malformed return) ends the stream with
+	// INVALID_ARGUMENT naming the field, before anything is settled or
+	// granted. Holders beyond the node's bounds are RESOURCE_EXHAUSTED.
+	Hold(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldRequest, HoldResponse], error)
+}
+
+type leasesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewLeasesClient(cc grpc.ClientConnInterface) LeasesClient {
+	return &leasesClient{cc}
+}
+
+func (c *leasesClient) Hold(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[HoldRequest, HoldResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Leases_ServiceDesc.Streams[0], Leases_Hold_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[HoldRequest, HoldResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Leases_HoldClient = grpc.BidiStreamingClient[HoldRequest, HoldResponse]
+
+// LeasesServer is the server API for Leases service.
+// All implementations must embed UnimplementedLeasesServer
+// for forward compatibility.
+//
+// Leases lets an application process hold leases of its hot leasable keys
+// and decide them itself, without an RPC per decision (the Go client's
+// Config.Leases). A node relays each holder's refreshes to the keys'
+// owners, as a peer node's own refreshes travel; lease/design.md has the
+// accounting. A node without it answers UNIMPLEMENTED and the client
+// decides over Decide as before.
+type LeasesServer interface {
+	// Hold is one lease holder's session: the stream is the holder. The node
+	// names it (node name, incarnation and a counter: see
+	// HoldResponse.holder), never the caller, so no caller can return,
+	// settle or hold another's leases. Each HoldRequest is answered by one
+	// HoldResponse with its seq, in order. Lease terms come from the node's
+	// policy: the caller sends descriptors and demand, never numbers.
+	// Units held when the stream ends strand at their owners until their
+	// leases expire (one TTL). Bad input (unknown fields, more items or
+	// lookups than the node accepts, a repeated key, demand that is not a
+	// finite rate >= 0, a malformed return) ends the stream with
+	// INVALID_ARGUMENT naming the field, before anything is settled or
+	// granted. Holders beyond the node's bounds are RESOURCE_EXHAUSTED.
+	Hold(grpc.BidiStreamingServer[HoldRequest, HoldResponse]) error
+	mustEmbedUnimplementedLeasesServer()
+}
+
+// UnimplementedLeasesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedLeasesServer struct{}
+
+func (UnimplementedLeasesServer) Hold(grpc.BidiStreamingServer[HoldRequest, HoldResponse]) error {
+	return status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedLeasesServer) mustEmbedUnimplementedLeasesServer() {}
+func (UnimplementedLeasesServer) testEmbeddedByValue()                {}
+
+// UnsafeLeasesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to LeasesServer will
+// result in compilation errors.
+type UnsafeLeasesServer interface {
+	mustEmbedUnimplementedLeasesServer()
+}
+
+func RegisterLeasesServer(s grpc.ServiceRegistrar, srv LeasesServer) {
+	// If the following call panics, it indicates UnimplementedLeasesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Leases_ServiceDesc, srv)
+}
+
+func _Leases_Hold_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(LeasesServer).Hold(&grpc.GenericServerStream[HoldRequest, HoldResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Leases_HoldServer = grpc.BidiStreamingServer[HoldRequest, HoldResponse]
+
+// Leases_ServiceDesc is the grpc.ServiceDesc for Leases service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Leases_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "weir.v1.Leases",
+	HandlerType: (*LeasesServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Hold",
+			Handler:       _Leases_Hold_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "api/weir/v1/weir.proto",
+}
