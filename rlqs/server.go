@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +53,8 @@ type Server struct {
 	incarnation string
 	streams     atomic.Int64
 	seq         atomic.Uint64
+	quit        chan struct{} // closed by Shutdown
+	quitOnce    sync.Once
 }
 
 var _ rlqsv3.RateLimitQuotaServiceServer = (*Server)(nil)
@@ -82,7 +85,7 @@ func New(cfg Config, l Leases, p Policies, logger *slog.Logger, reg prometheus.R
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
-	s := &Server{cfg: cfg, leases: l, policies: p, log: logger, m: m, now: time.Now, incarnation: hex.EncodeToString(nonce[:])}
+	s := &Server{cfg: cfg, leases: l, policies: p, log: logger, m: m, now: time.Now, incarnation: hex.EncodeToString(nonce[:]), quit: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
@@ -94,6 +97,22 @@ func New(cfg Config, l Leases, p Policies, logger *slog.Logger, reg prometheus.R
 func Register(s grpc.ServiceRegistrar, srv *Server) {
 	rlqsv3.RegisterRateLimitQuotaServiceServer(s, srv)
 }
+
+// Shutdown ends every stream with UNAVAILABLE (Envoy reopens its stream,
+// to this node's successor behind the same cluster address, keeping its
+// assignments until their TTLs end) and refuses new ones, so that a
+// draining node's public server is not held up by RLQS streams, which
+// never end on their own. The units the streams hold strand at their
+// owners until the leases expire. Call it before the gRPC server's
+// GracefulStop. Idempotent; a nil Server does nothing.
+func (s *Server) Shutdown() {
+	if s != nil {
+		s.quitOnce.Do(func() { close(s.quit) })
+	}
+}
+
+// errShuttingDown ends streams after Shutdown.
+var errShuttingDown = status.Error(codes.Unavailable, "rlqs: node shutting down")
 
 // Streams returns how many streams are open.
 func (s *Server) Streams() int { return int(s.streams.Load()) }
@@ -113,6 +132,11 @@ type received struct {
 // owners until their leases expire, since the Envoy keeps its assignments
 // until their TTLs end.
 func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasServer) error {
+	select {
+	case <-s.quit:
+		return errShuttingDown
+	default:
+	}
 	if n := s.streams.Add(1); n > int64(s.cfg.MaxStreams) {
 		s.streams.Add(-1)
 		return status.Errorf(codes.ResourceExhausted, "rlqs: %d streams open, the most is %d", n-1, s.cfg.MaxStreams)
@@ -145,6 +169,8 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-s.quit:
+			return errShuttingDown
 		case r := <-recv:
 			if errors.Is(r.err, io.EOF) {
 				return nil

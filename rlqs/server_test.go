@@ -101,3 +101,39 @@ func TestServer_stream_bounds(t *testing.T) {
 		time.Sleep(time.Millisecond) // the server's stream goroutine ends after the status is sent
 	}
 }
+
+func TestServer_Shutdown_endsStreamsAndRefusesNew(t *testing.T) {
+	srv, conn := serve(t, testConfig())
+	cl := rlqsv3.NewRateLimitQuotaServiceClient(conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open, err := cl.StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := open.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{usage(map[string]string{"tenant": "a"}, 1, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open.Recv(); err != nil { // served: the stream is open
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	srv.Shutdown() // idempotent
+	for {
+		if _, err := open.Recv(); err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("open stream after Shutdown: %v, want UNAVAILABLE", err)
+			}
+			break
+		}
+	}
+	late, err := cl.StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := late.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream opened after Shutdown: %v, want UNAVAILABLE", err)
+	}
+	var nilServer *Server
+	nilServer.Shutdown() // a node without RLQS
+}

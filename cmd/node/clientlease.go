@@ -17,7 +17,7 @@ import (
 // serveClientLeases registers weir.v1.Leases on the public server: Go
 // clients with Config.Leases hold leases through this node, which relays
 // each refresh to the keys' owners with the relay RLQS streams use
-// (rlqsLeases: one refresh per owner, Busy for what an owner could not
+// (ownerLeases: one refresh per owner, Busy for what an owner could not
 // answer). Holders are named after this node and its incarnation.
 func (n *node) serveClientLeases(public grpc.ServiceRegistrar, cfg config, lim *limiter.Limiter, ph peer.Handler, reg prometheus.Registerer) error {
 	local, ok := ph.(peer.LeaseHandler)
@@ -27,7 +27,7 @@ func (n *node) serveClientLeases(public grpc.ServiceRegistrar, cfg config, lim *
 	ccfg := clientlease.DefaultConfig()
 	ccfg.Name = cfg.NodeName + "#" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	ccfg.RelayTimeout = min(ccfg.RelayTimeout, cfg.ForwardTimeout)
-	relay := rlqsLeases{owners: n.state.routes, local: local, remote: n.state.peers}
+	relay := ownerLeases{owners: n.state.routes, local: local, remote: n.state.peers}
 	svc, err := clientlease.New(ccfg, clientlease.Deps{Relay: relay, Policies: policyOf(lim.Policy), Members: n.state.routes.Members}, n.logger, reg)
 	if err != nil {
 		return err

@@ -25,6 +25,7 @@ import (
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisconn"
+	"github.com/weirhq/weir/rlqs"
 	"github.com/weirhq/weir/server"
 	"github.com/weirhq/weir/shadow"
 )
@@ -47,6 +48,7 @@ type node struct {
 	members  *membership.Membership // nil for a cluster of one
 	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
 	leasesvc *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
+	rlqs     *rlqs.Server           // Envoy RLQS on the public gRPC server: rlqs.go
 	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
 	regional regionWiring           // global limits shared with other regions: region.go
 	name     string                 // --node-name
@@ -262,7 +264,8 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 			}
 		}
 		n.shutdownAdmin(ctx)
-		n.leasesvc.Shutdown() // lease streams never end on their own
+		n.leasesvc.Shutdown() // lease and RLQS streams never end on their own
+		n.rlqs.Shutdown()
 		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
 			stopGRPC(ctx, s)
 		}

@@ -15,7 +15,7 @@ import (
 )
 
 // registerRLQS serves Envoy's RLQS (package rlqs) on the public gRPC
-// server: its streams take leases through rlqsLeases, as holders of
+// server: its streams take leases through ownerLeases, as holders of
 // their own, from the keys' owners.
 func (n *node) registerRLQS(public grpc.ServiceRegistrar, lim *limiter.Limiter, ph peer.Handler, reg prometheus.Registerer) error {
 	local, ok := ph.(peer.LeaseHandler)
@@ -24,22 +24,24 @@ func (n *node) registerRLQS(public grpc.ServiceRegistrar, lim *limiter.Limiter, 
 	}
 	cfg := rlqs.DefaultConfig()
 	cfg.NodeName = n.name
-	l := rlqsLeases{owners: n.state.routes, local: local, remote: n.state.peers}
+	l := ownerLeases{owners: n.state.routes, local: local, remote: n.state.peers}
 	srv, err := rlqs.New(cfg, l, lim, n.logger, reg)
 	if err != nil {
 		return err
 	}
 	rlqs.Register(public, srv)
+	n.rlqs = srv // shutdown ends its streams before the public server drains
 	return nil
 }
 
-// rlqsLeases is rlqs.Leases over today's cluster: each item goes to its
-// group's owner, the node's own peer handler (the Validator over the
-// cluster) for local groups and the peer client for the others, one
-// refresh per owner. What an owner could not answer (not the owner, an
-// error, no address yet) comes back Busy, as a peer's refresh does
-// (cluster/lease_peer.go): the stream asks again after a tick.
-type rlqsLeases struct {
+// ownerLeases is the one relay for lease holders outside the cluster
+// (rlqs.Leases for Envoy streams, clientlease's relay for Go clients):
+// each item goes to its group's owner, the node's own peer handler (the
+// intake Validator over the owner's grants) for local groups and the peer
+// client for the others, one refresh per owner. What an owner could not
+// answer (not the owner, an error, no address yet) comes back Busy, as a
+// peer node's refresh does (leaselink): the holder asks again after a tick.
+type ownerLeases struct {
 	owners interface {
 		RegionOwner(group string) (addr string, local bool)
 	}
@@ -47,7 +49,7 @@ type rlqsLeases struct {
 	remote peer.Leaser
 }
 
-func (l rlqsLeases) Lease(ctx context.Context, holder string, r lease.Refresh) ([]lease.Answer, error) {
+func (l ownerLeases) Lease(ctx context.Context, holder string, r lease.Refresh) ([]lease.Answer, error) {
 	out := make([]lease.Answer, len(r.Items))
 	byOwner := map[string][]int{} // owner address ("" here) -> items
 	for i := range r.Items {
