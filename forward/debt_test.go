@@ -10,6 +10,7 @@ import (
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/metrictest"
 	"github.com/weirhq/weir/policy"
 )
 
@@ -77,7 +78,7 @@ func TestRouter_fallbackDebtIsChargedAtTheOwner(t *testing.T) {
 			if admitted != 5 {
 				t.Fatalf("%d admitted at one instant across the fault, want the burst 5: the debt was not charged", admitted)
 			}
-			if got := metricOf(t, owner.reg, "weir_fallback_debt_units_total", "event", "forgiven"); got != 0 {
+			if got := metrictest.Value(t, owner.reg, "weir_fallback_debt_units_total", "event", "forgiven"); got != 0 {
 				t.Fatalf("forgiven = %v, want 0", got)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/weirhq/weir/leaselink"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/metrictest"
 	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/peer/peertest"
@@ -319,7 +320,7 @@ func (tc *testCluster) hammer(kv map[string]string, requests int, step time.Dura
 // (name, value pairs); 0 when absent.
 func (tc *testCluster) metric(node, name string, labels ...string) float64 {
 	tc.t.Helper()
-	return metricOf(tc.t, tc.nodes[node].reg, name, labels...)
+	return metrictest.Value(tc.t, tc.nodes[node].reg, name, labels...)
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -335,35 +336,6 @@ func waitFor(t *testing.T, cond func() bool) {
 // ownerDefaults is owner.DefaultConfig, for tests whose variables are
 // called owner.
 func ownerDefaults() owner.Config { return owner.DefaultConfig() }
-
-// metricOf reads one counter of reg by its labels (name, value pairs); 0
-// when absent.
-func metricOf(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			match := true
-			for i := 0; i+1 < len(labels); i += 2 {
-				match = match && got[labels[i]] == labels[i+1]
-			}
-			if match {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
 
 // ownerSide is a node's owner with its lease grants, as the node's peer
 // server answers (cmd/node's ownerSide).

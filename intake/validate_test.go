@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/metrictest"
 	"github.com/weirhq/weir/policy"
 )
 
@@ -121,7 +122,7 @@ func TestValidator_refusesForgedItems(t *testing.T) {
 		})
 	}
 	for _, reason := range []string{"skew", "params", "shape", "group"} {
-		if counterValue(t, f.reg, "weir_peer_items_refused_total", "reason", reason) == 0 {
+		if metrictest.Value(t, f.reg, "weir_peer_items_refused_total", "reason", reason) == 0 {
 			t.Errorf("no refusal counted for reason %s", reason)
 		}
 	}
@@ -152,7 +153,7 @@ func TestValidator_decidesWithOwnerParams(t *testing.T) {
 	if allowed != 3 {
 		t.Fatalf("%d of 10 allowed at one instant; the owner's burst is 3", allowed)
 	}
-	if got := counterValue(t, f.reg, "weir_peer_params_replaced_total", "", ""); got != 11 {
+	if got := metrictest.Value(t, f.reg, "weir_peer_params_replaced_total"); got != 11 {
 		t.Fatalf("replaced = %v, want 11", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/metrictest"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
 	"github.com/weirhq/weir/writebehind"
@@ -187,7 +188,7 @@ func TestOwner_Beat_frozenOwnerThawsOffTheRequestPath(t *testing.T) {
 	if err != nil || agg.Allowed {
 		t.Fatalf("thawed owner: %+v, %v; want denied from Redis's TAT, not its stale memory", agg, err)
 	}
-	if got := counterValue(t, f.reg, "weir_freezes_total", "", ""); got != 1 {
+	if got := metrictest.Value(t, f.reg, "weir_freezes_total"); got != 1 {
 		t.Fatalf("weir_freezes_total = %v, want 1", got)
 	}
 	// Beats on time find no freeze.

@@ -9,6 +9,7 @@ import (
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
+	"github.com/weirhq/weir/metrictest"
 )
 
 // fakeRegions enforces limit for every key, rescales with f, and records
@@ -149,5 +150,5 @@ func TestOwner_Decide_regionsSeeTheRequestsDefs(t *testing.T) {
 // debtUnits reads weir_fallback_debt_units_total{event} from reg.
 func debtUnits(t *testing.T, reg *prometheus.Registry, event string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "weir_fallback_debt_units_total", "event", event)
+	return metrictest.Value(t, reg, "weir_fallback_debt_units_total", "event", event)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/decide"
+	"github.com/weirhq/weir/metrictest"
 )
 
 func TestClient_Decide_roundTrip(t *testing.T) {
@@ -35,7 +36,7 @@ func TestClient_Decide_roundTrip(t *testing.T) {
 	if h.from[0] != "n1" {
 		t.Fatalf("from = %q, want n1", h.from[0])
 	}
-	if v := counterValue(t, reg, "weir_forwards_total", "result", outcomeOK); v != 1 {
+	if v := metrictest.Value(t, reg, "weir_forwards_total", "result", outcomeOK); v != 1 {
 		t.Fatalf("weir_forwards_total{result=ok} = %v, want 1", v)
 	}
 }
@@ -156,10 +157,10 @@ func TestClient_Decide_notOwnerAndErr(t *testing.T) {
 	if r, err = c.Decide(t.Context(), addr, it); err != nil || !errors.Is(r.Err, ErrRemote) {
 		t.Fatalf("empty owner error: got %+v, %v", r, err)
 	}
-	if v := counterValue(t, reg, "weir_forwards_total", "result", outcomeNotOwner); v != 1 {
+	if v := metrictest.Value(t, reg, "weir_forwards_total", "result", outcomeNotOwner); v != 1 {
 		t.Fatalf("not_owner count = %v, want 1", v)
 	}
-	if v := counterValue(t, reg, "weir_forwards_total", "result", outcomeError); v != 2 {
+	if v := metrictest.Value(t, reg, "weir_forwards_total", "result", outcomeError); v != 2 {
 		t.Fatalf("error count = %v, want 2", v)
 	}
 }
@@ -170,7 +171,7 @@ func TestClient_Decide_handlerWrongCount(t *testing.T) {
 	if _, err := c.Decide(t.Context(), addr, item(1)); err == nil || !strings.Contains(err.Error(), "handler returned 0 results") {
 		t.Fatalf("err = %v, want the server's internal error", err)
 	}
-	if v := counterValue(t, reg, "weir_forward_errors_total", "", ""); v != 1 {
+	if v := metrictest.Value(t, reg, "weir_forward_errors_total"); v != 1 {
 		t.Fatalf("weir_forward_errors_total = %v, want 1", v)
 	}
 }
@@ -245,7 +246,7 @@ func TestClient_Decide_hungHandlerTimeout(t *testing.T) {
 	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrTimeout and context.DeadlineExceeded", err)
 	}
-	if v := counterValue(t, reg, "weir_forwards_total", "result", outcomeTimeout); v != 1 {
+	if v := metrictest.Value(t, reg, "weir_forwards_total", "result", outcomeTimeout); v != 1 {
 		t.Fatalf("timeout count = %v, want 1", v)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/weirhq/weir/metrictest"
 )
 
 // While the peer's RPC slot is busy, at most MaxQueue items wait; the next
@@ -31,7 +33,7 @@ func TestClient_Decide_queueFullFailsFast(t *testing.T) {
 		t.Fatalf("err = %v, want ErrQueueFull", err)
 	}
 	returnedBefore(t, time.Since(start))
-	if got := counterValue(t, reg, "weir_forwards_total", "result", "queue_full"); got != 1 {
+	if got := metrictest.Value(t, reg, "weir_forwards_total", "result", "queue_full"); got != 1 {
 		t.Fatalf("queue_full counted %v times, want 1", got)
 	}
 	release()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/lease"
+	"github.com/weirhq/weir/metrictest"
 	"github.com/weirhq/weir/region"
 	"github.com/weirhq/weir/tlsfiles/tlstest"
 )
@@ -246,7 +247,7 @@ func TestClient_Send_redialsAfterAStalledConnection(t *testing.T) {
 	if err := send(200 * time.Millisecond); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("over the cut link: %v, want DeadlineExceeded", err)
 	}
-	if got := counterValue(t, reg, "weir_peer_redials_total", "", ""); got != 1 {
+	if got := metrictest.Value(t, reg, "weir_peer_redials_total"); got != 1 {
 		t.Fatalf("weir_peer_redials_total = %v, want 1", got)
 	}
 	close(relay.open) // healed: new connections get through
@@ -279,7 +280,7 @@ func TestClient_Send_redialKeepsRPCsInFlight(t *testing.T) {
 	if _, err := c.Send(ctx, addr, report(1), false); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("a hung home: %v, want DeadlineExceeded", err)
 	}
-	if got := counterValue(t, reg, "weir_peer_redials_total", "", ""); got != 1 {
+	if got := metrictest.Value(t, reg, "weir_peer_redials_total"); got != 1 {
 		t.Fatalf("weir_peer_redials_total = %v, want 1", got)
 	}
 	if n := retired(c, addr); n != 1 {
