@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/policy"
 )
@@ -48,7 +49,7 @@ type Server struct {
 	policies    Policies
 	log         *slog.Logger
 	m           *metrics
-	now         func() time.Time
+	clk         clock.Clock
 	born        time.Time
 	incarnation string
 	streams     atomic.Int64
@@ -63,8 +64,9 @@ var _ rlqsv3.RateLimitQuotaServiceServer = (*Server)(nil)
 type Option func(*Server)
 
 // WithClock sets the clock the server measures leases and assignments
-// on (default time.Now; only its monotonic differences are used).
-func WithClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+// on and ticks renewals with (default clock.Real(); only its monotonic
+// differences are used).
+func WithClock(c clock.Clock) Option { return func(s *Server) { s.clk = c } }
 
 // New returns a Server taking leases through l and limits from p.
 // Metrics are registered on reg (nil: not registered); a nil logger
@@ -85,11 +87,11 @@ func New(cfg Config, l Leases, p Policies, logger *slog.Logger, reg prometheus.R
 	}
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:]) // never fails (crypto/rand)
-	s := &Server{cfg: cfg, leases: l, policies: p, log: logger, m: m, now: time.Now, incarnation: hex.EncodeToString(nonce[:]), quit: make(chan struct{})}
+	s := &Server{cfg: cfg, leases: l, policies: p, log: logger, m: m, clk: clock.Real(), incarnation: hex.EncodeToString(nonce[:]), quit: make(chan struct{})}
 	for _, o := range opts {
 		o(s)
 	}
-	s.born = s.now()
+	s.born = s.clk.Now()
 	return s, nil
 }
 
@@ -118,7 +120,7 @@ var errShuttingDown = status.Error(codes.Unavailable, "rlqs: node shutting down"
 func (s *Server) Streams() int { return int(s.streams.Load()) }
 
 // mono is the server's time base: nanoseconds since New.
-func (s *Server) mono() int64 { return int64(s.now().Sub(s.born)) }
+func (s *Server) mono() int64 { return int64(s.clk.Since(s.born)) }
 
 type received struct {
 	in  *rlqsv3.RateLimitQuotaUsageReports
@@ -162,7 +164,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 			}
 		}
 	}()
-	tick := time.NewTicker(s.cfg.Tick)
+	tick := s.clk.NewTicker(s.cfg.Tick)
 	defer tick.Stop()
 	for {
 		var acts []*rlqsv3.RateLimitQuotaResponse_BucketAction
@@ -182,7 +184,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 				return s.refuse(err)
 			}
 			s.m.reports.WithLabelValues("ok").Inc()
-		case <-tick.C:
+		case <-tick.C():
 			acts = sess.tick(s.policies.Policy(), s.mono())
 		}
 		acts = append(acts, s.renew(ctx, sess)...)
