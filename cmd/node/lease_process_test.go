@@ -171,7 +171,7 @@ func storedTAT(t *testing.T, srv *redistest.Server, key string) int64 {
 // forward rarely wins a unit (one frees every 500ms) between the grant and
 // the kill, so no admission at the owner carries the grant's TAT to Redis
 // by write-behind. With the write-through disabled (HandleLease in
-// cluster/lease.go queueing no grant for StoreTATs), the Redis check failed
+// leaselink/grants.go queueing no grant for StoreTATs), the Redis check failed
 // in 10 runs of 10, 0.5s to 4s of granted slots missing; with that check
 // made non-fatal, the new owner's first grant started inside them in 2 runs
 // of 3; and the window bound held in every run:
