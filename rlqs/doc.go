@@ -17,7 +17,8 @@
 // and like a limit that cannot be leased (no lease terms, strict, or a
 // lease ttl under Config.MinLeaseTTL) it gets no assignment, so Envoy
 // applies its no_assignment_behavior; both are counted in
-// weir_rlqs_buckets{kind}.
+// weir_rlqs_buckets{kind}, and the node logs a warning naming the limit
+// once per limit.
 //
 // # Assignments
 //

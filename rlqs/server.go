@@ -55,6 +55,7 @@ type Server struct {
 	streams     atomic.Int64
 	seq         atomic.Uint64
 	quit        chan struct{} // closed by Shutdown
+	noticed     sync.Map      // kind/limit -> true: unservable limits already logged
 	quitOnce    sync.Once
 }
 
@@ -149,6 +150,7 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 	ctx := stream.Context()
 	name := s.cfg.NodeName + "/rlqs/" + s.incarnation + "/" + strconv.FormatUint(s.seq.Add(1), 10)
 	sess := newSession(s.cfg, name, s.m)
+	sess.notice = s.noticeBucket
 	defer sess.close()
 	recv := make(chan received)
 	go func() {
@@ -193,6 +195,26 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 				return err
 			}
 		}
+	}
+}
+
+// noticeBucket logs, once per limit and server, a bucket that no token
+// bucket can serve, so that an operator learns why its Envoys get no
+// assignment for it (they apply their no_assignment_behavior): the
+// metric weir_rlqs_buckets counts them by kind. The set it remembers
+// holds at most two entries per limit of the policy.
+func (s *Server) noticeBucket(r resolution) {
+	var msg string
+	switch r.kind {
+	case kindUnservable:
+		msg = "rlqs: a limit that token buckets cannot serve governs an Envoy bucket: it needs lease terms (lease: {max, ttl}) with a ttl of at least min_lease_ttl and consistency fast; its buckets get no assignment, so Envoy applies its no_assignment_behavior"
+	case kindAmbiguous:
+		msg = "rlqs: an Envoy bucket id reaches different limits in different entry orders; it gets no assignment, so Envoy applies its no_assignment_behavior"
+	default:
+		return
+	}
+	if _, seen := s.noticed.LoadOrStore(r.kind.String()+"/"+r.label, true); !seen {
+		s.log.Warn(msg, "limit", r.label, "min_lease_ttl", s.cfg.MinLeaseTTL())
 	}
 }
 

@@ -1,8 +1,11 @@
 package rlqs
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +139,44 @@ func TestServer_Shutdown_endsStreamsAndRefusesNew(t *testing.T) {
 	}
 	var nilServer *Server
 	nilServer.Shutdown() // a node without RLQS
+}
+
+// A bucket whose limit has no lease terms gets no assignment; the node
+// says why once per limit, however many streams and buckets reach it.
+func TestServer_noticeBucket_logsUnservableLimitsOnce(t *testing.T) {
+	owner, err := rlqstest.NewOwner("owner#1", func() int64 { return time.Now().UnixNano() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	srv, err := New(testConfig(), owner, staticPolicy{mustPolicy(t, testPolicy)}, slog.New(slog.NewTextHandler(&buf, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustPolicy(t, testPolicy)
+	for _, stream := range []string{"a", "b"} {
+		sess := newSession(srv.cfg, "n1/rlqs/x/"+stream, srv.m)
+		sess.notice = srv.noticeBucket
+		in := &rlqsv3.RateLimitQuotaUsageReports{Domain: "edge", BucketQuotaUsages: []*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{
+			usage(map[string]string{"user": "u1"}, 1, 0), // user: no lease terms
+			usage(map[string]string{"user": "u2"}, 1, 0),
+			usage(map[string]string{"ip": "10.0.0.1"}, 1, 0), // ip: lease ttl 250ms, under the minimum
+			usage(map[string]string{"tenant": "acme"}, 1, 0), // tenant: served
+		}}
+		if _, err := sess.report(p, in, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := buf.String()
+	if n := strings.Count(out, "level=WARN"); n != 2 {
+		t.Fatalf("%d warnings, want one for user and one for ip:\n%s", n, out)
+	}
+	for _, want := range []string{"limit=user", "limit=ip"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no warning names %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "limit=tenant") {
+		t.Errorf("the served limit was warned about:\n%s", out)
+	}
 }

@@ -76,6 +76,9 @@ type session struct {
 	gone    []*bucket // abandoned buckets whose leases are not settled yet
 	seq     uint64
 	m       *metrics
+	// notice, if set, hears of every bucket the session subscribes (the
+	// server logs the ones it cannot serve).
+	notice func(resolution)
 }
 
 func newSession(cfg Config, name string, m *metrics) *session {
@@ -135,6 +138,9 @@ func (s *session) report(p *policy.Policy, in *rlqsv3.RateLimitQuotaUsageReports
 			b.res = resolve(p, s.domain, b.id.GetBucket(), s.cfg.MinLeaseTTL().Nanoseconds())
 			s.buckets[k] = b
 			s.m.subscribed(b.res)
+			if s.notice != nil {
+				s.notice(b.res)
+			}
 			if b.res.kind == kindAllow {
 				out = append(out, s.allow(b, now))
 			}
