@@ -9,11 +9,11 @@ import (
 // Version is the first byte of an encoded Set.
 const Version byte = 1
 
-// MaxEncodedLen bounds an encoding: the version, the latest time, the
-// count, and per permit its id, its cost (2 bytes up to MaxInFlight) and
+// MaxEncodedLen bounds an encoding: the version, the latest time (8
+// bytes), the count, and per permit its id, its cost (2 bytes up to MaxInFlight) and
 // its expiry as a delta (7 bytes up to MaxTTL). UnmarshalBinary refuses
 // longer input before reading it.
-const MaxEncodedLen = 1 + binary.MaxVarintLen64 + 2 + MaxInFlight*(len(ID{})+2+7)
+const MaxEncodedLen = 1 + 8 + 2 + MaxInFlight*(len(ID{})+2+7)
 
 // ErrEncoding is returned by UnmarshalBinary for bytes that are not a Set
 // this version wrote.
@@ -22,17 +22,20 @@ var ErrEncoding = errors.New("permit: bad encoding")
 // MarshalBinary encodes the permits live as of the latest call, for Redis
 // persistence and ownership hand-off:
 //
-//	version (1 byte) | latest (uvarint, ns) | count (uvarint)
+//	version (1 byte) | latest (8 bytes big-endian, ns) | count (uvarint)
 //	count × ( id (16 bytes) | cost (uvarint) | expiry − previous expiry (uvarint) )
 //
 // Permits go earliest expiry first, the first delta taken from latest, so
-// expiries cost a few bytes each. A Set already holds only what fits, so
+// expiries cost a few bytes each. latest is fixed-width big-endian so that
+// a store can tell the later of two encodings of one key by comparing
+// bytes 2 to 9 as strings (a Redis script keeps the later one, as it keeps
+// the later TAT). A Set already holds only what fits, so
 // the result is at most MaxEncodedLen bytes. It never fails.
 func (s *Set) MarshalBinary() ([]byte, error) {
 	live := s.heap.sorted()
-	out := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(live)*(len(ID{})+2+7))
+	out := make([]byte, 0, 1+8+binary.MaxVarintLen64+len(live)*(len(ID{})+2+7))
 	out = append(out, Version)
-	out = binary.AppendUvarint(out, uint64(s.latest))
+	out = binary.BigEndian.AppendUint64(out, uint64(s.latest))
 	n := 0
 	for _, e := range live {
 		if e.expiry > s.latest {
@@ -73,8 +76,11 @@ func decode(b []byte) (*Set, error) {
 	if len(b) == 0 || b[0] != Version {
 		return nil, fmt.Errorf("%w: not version %d", ErrEncoding, Version)
 	}
-	r := reader{b: b[1:]}
-	latest, n := r.uvarint(), r.uvarint()
+	if len(b) < 1+8 {
+		return nil, fmt.Errorf("%w: %d bytes, no header", ErrEncoding, len(b))
+	}
+	r := reader{b: b[1+8:]}
+	latest, n := binary.BigEndian.Uint64(b[1:]), r.uvarint()
 	if r.err != nil || latest > uint64(MaxTime) || n > MaxInFlight {
 		return nil, fmt.Errorf("%w: header (latest %d, %d permits)", ErrEncoding, latest, n)
 	}

@@ -29,7 +29,7 @@ func TestSet_MarshalBinary_roundTrip(t *testing.T) {
 	}
 	var empty Set
 	e, _ := empty.MarshalBinary()
-	if err := got.UnmarshalBinary(e); err != nil || got.Len() != 0 || len(e) != 3 {
+	if err := got.UnmarshalBinary(e); err != nil || got.Len() != 0 || len(e) != 10 {
 		t.Fatalf("empty set: %x, %v", e, err)
 	}
 }
@@ -58,19 +58,22 @@ func TestSet_UnmarshalBinary_badBytesLeaveSetUnchanged(t *testing.T) {
 	mustAcquire(t, &s, sec, lim3, 1, 1)
 	good, _ := s.MarshalBinary()
 	entry := func(n byte, cost, delta byte) []byte { x := id(n); return append(x[:], cost, delta) }
-	header := []byte{Version, 100, 2}
+	header := []byte{Version, 0, 0, 0, 0, 0, 0, 0, 100, 2}
 	bad := map[string][]byte{
-		"empty":          nil,
-		"version":        append([]byte{2}, good[1:]...),
-		"truncated":      good[:len(good)-1],
-		"trailing":       append(slices.Clone(good), 0),
-		"overlong count": {Version, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff},
-		"too many":       {Version, 0, 0x91, 0x4e}, // 10,001
-		"zero cost":      append(slices.Clone(header[:2]), append([]byte{1}, entry(1, 0, 5)...)...),
-		"expired":        append(slices.Clone(header[:2]), append([]byte{1}, entry(1, 1, 0)...)...),
-		"repeated id":    append(slices.Clone(header), append(entry(1, 1, 5), entry(1, 1, 5)...)...),
-		"zero id":        append(slices.Clone(header[:2]), append([]byte{1}, make([]byte, 16)...)...),
-		"too long":       make([]byte, MaxEncodedLen+1),
+		"empty":           nil,
+		"version":         append([]byte{2}, good[1:]...),
+		"truncated":       good[:len(good)-1],
+		"trailing":        append(slices.Clone(good), 0),
+		"short header":    header[:5],
+		"latest too late": {Version, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0},
+		"overlong count":  append(slices.Clone(header[:9]), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff),
+		"too many":        append(slices.Clone(header[:9]), 0x91, 0x4e), // 10,001
+		"zero cost":       append(slices.Clone(header[:9]), append([]byte{1}, entry(1, 0, 5)...)...),
+		"expired":         append(slices.Clone(header[:9]), append([]byte{1}, entry(1, 1, 0)...)...),
+		"repeated id":     append(slices.Clone(header), append(entry(1, 1, 5), entry(1, 1, 5)...)...),
+		"zero id":         append(slices.Clone(header[:9]), append([]byte{1}, make([]byte, 16)...)...),
+		"beyond ttl":      append(slices.Clone(header[:9]), append([]byte{1}, append(entry(1, 1, 0xff)[:17], 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f)...)...),
+		"too long":        make([]byte, MaxEncodedLen+1),
 	}
 	for name, b := range bad {
 		if err := s.UnmarshalBinary(b); !errors.Is(err, ErrEncoding) {
@@ -88,8 +91,8 @@ func FuzzSet_UnmarshalBinary(f *testing.F) {
 	mustAcquire(f, &s, 2*sec, Limit{MaxInFlight: 5, TTL: sec}, 2, 1)
 	good, _ := s.MarshalBinary()
 	f.Add(good)
-	f.Add([]byte{Version, 0, 0})
-	f.Add([]byte{Version, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1})
+	f.Add([]byte{Version, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{Version, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var s Set
 		if err := s.UnmarshalBinary(b); err != nil {

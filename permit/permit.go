@@ -89,10 +89,11 @@ type Permit struct {
 // Set is the live permits of one key. The zero value is an empty set
 // ready to use. Not safe for concurrent use.
 type Set struct {
-	latest int64         // latest now seen; time never goes back
-	used   int64         // sum of the costs in byID
-	byID   map[ID]*entry // every held permit, expired ones until dropped
-	heap   expiryHeap    // the same entries, earliest expiry first
+	latest  int64         // latest now seen; time never goes back
+	used    int64         // sum of the costs in byID
+	expired int64         // permits dropped because their TTL passed, ever
+	byID    map[ID]*entry // every held permit, expired ones until dropped
+	heap    expiryHeap    // the same entries, earliest expiry first
 }
 
 // tick clamps now to [latest, MaxTime], remembers it and drops every
@@ -104,9 +105,24 @@ func (s *Set) tick(now int64) int64 {
 		e := s.heap.popMin()
 		delete(s.byID, e.id)
 		s.used -= e.cost
+		s.expired++
 	}
 	return now
 }
+
+// Expire drops the permits expired by now and returns how many it
+// dropped, for a caller that sweeps idle keys (an empty Set can be
+// forgotten) or reports slots in use.
+func (s *Set) Expire(now int64) int {
+	before := s.expired
+	s.tick(now)
+	return int(s.expired - before)
+}
+
+// Expired is how many permits this Set has dropped because their TTL
+// passed (not released), since it was made or decoded: the count of
+// callers that crashed or forgot to release. The encoding does not carry it.
+func (s *Set) Expired() int64 { return s.expired }
 
 // Len is the number of permits held, as of the latest call.
 func (s *Set) Len() int { return len(s.byID) }

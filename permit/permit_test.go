@@ -221,3 +221,21 @@ func TestSet_Acquire_timeSaturates(t *testing.T) {
 		t.Fatalf("%+v, %v", d, err)
 	}
 }
+
+func TestSet_Expire_countsOnlyExpiries(t *testing.T) {
+	var s Set
+	l := Limit{MaxInFlight: 5, TTL: 30 * sec}
+	mustAcquire(t, &s, 0, l, 1, 1)
+	mustAcquire(t, &s, 0, l, 2, 2)
+	mustAcquire(t, &s, sec, l, 3, 1)
+	s.Release(2*sec, id(2))
+	if n := s.Expire(30*sec - us); n != 0 || s.Len() != 2 {
+		t.Fatalf("1us before: %d dropped, %d held", n, s.Len())
+	}
+	if n := s.Expire(30 * sec); n != 1 || s.Expired() != 1 || s.InFlight() != 1 {
+		t.Fatalf("at 30s: %d dropped, %d expired, %d slots", n, s.Expired(), s.InFlight())
+	}
+	if n := s.Expire(31 * sec); n != 1 || s.Expired() != 2 || s.Len() != 0 {
+		t.Fatalf("at 31s: %d dropped, %d expired, %d held", n, s.Expired(), s.Len())
+	}
+}
