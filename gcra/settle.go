@@ -84,10 +84,10 @@ func ReservationOf(tatBefore, shift, now, cost int64) Reservation {
 // the units came back with time. Kept reports what was not refunded.
 //
 // The shift counter adds up, modulo 2^64, the time refunds moved the key's
-// TAT back. Persist it beside the TAT. A key whose counter was lost must
-// start from a fresh random value: a reservation older than the counter
-// then reads as moved arbitrarily far and is refunded only up to
-// (r.At + r.Cost·T − now)/T, still safe.
+// TAT back. Keep it beside the TAT while the key has open reservations. A
+// key whose counter was lost must start from a fresh random value: a
+// reservation older than the counter then reads as moved arbitrarily far
+// and is refunded only up to (r.At + r.Cost·T − now)/T, still safe.
 //
 // The excess is charged as a decision would be, without the admission
 // test: the key may go into debt, later requests wait. The debt is capped:
@@ -100,7 +100,10 @@ func ReservationOf(tatBefore, shift, now, cost int64) Reservation {
 // now must not be earlier than the decisions already made on this key (the
 // owner's stamps): a settlement δ behind them can refund up to δ/T units
 // more than the bound allows. actual = r.Cost changes nothing. A negative
-// actual or a zero Reservation is ErrInvalidSettle, with nothing changed.
+// actual, or a Reservation no Reserve returned (a zero one, Start before
+// At, a cost above MaxSpan/T), is ErrInvalidSettle; an error changes
+// nothing. The limit is the one in force now: a reservation made under
+// another rate is settled in today's units.
 func Settle(tat, shift, now int64, l Limit, r Reservation, actual int64) (Settlement, error) {
 	if err := l.Validate(); err != nil {
 		return Settlement{}, err

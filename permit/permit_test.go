@@ -239,3 +239,25 @@ func TestSet_Expire_countsOnlyExpiries(t *testing.T) {
 		t.Fatalf("at 31s: %d dropped, %d expired, %d held", n, s.Expired(), s.Len())
 	}
 }
+
+// A full key of 1,000 permits: each step releases the oldest and acquires
+// a new one, the owner's steady state.
+func BenchmarkSet_AcquireRelease(b *testing.B) {
+	var s Set
+	l := Limit{MaxInFlight: 1000, TTL: 30 * sec}
+	var n uint64
+	for ; n < 1000; n++ {
+		if _, err := s.Acquire(int64(n), l, seqID(n), 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		now := int64(n)
+		s.Release(now, seqID(n-1000))
+		if d, err := s.Acquire(now, l, seqID(n), 1); err != nil || !d.Allowed {
+			b.Fatal(d, err)
+		}
+		n++
+	}
+}
