@@ -27,9 +27,10 @@ var ErrEncoding = errors.New("permit: bad encoding")
 //
 // Permits go earliest expiry first, the first delta taken from latest, so
 // expiries cost a few bytes each. latest is fixed-width big-endian so that
-// a store can tell the later of two encodings of one key by comparing
-// bytes 2 to 9 as strings (a Redis script keeps the later one, as it keeps
-// the later TAT). A Set already holds only what fits, so
+// a store can tell the later of two encodings of one key from bytes 2 to 9
+// alone (a Redis script reads them as two 32-bit halves with struct.unpack,
+// exact in Lua's doubles, and keeps the later set as it keeps the later
+// TAT). A Set already holds only what fits, so
 // the result is at most MaxEncodedLen bytes. It never fails.
 func (s *Set) MarshalBinary() ([]byte, error) {
 	live := s.heap.sorted()

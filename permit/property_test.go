@@ -167,3 +167,35 @@ func TestSet_matchesNaiveModel(t *testing.T) {
 		}
 	}
 }
+
+// TestSet_matchesNaiveModel_limitChanges: a policy reload changes N (and
+// the TTL) between calls; the Set and the model still agree, and no
+// permit is ever committed beyond the N of its own call.
+func TestSet_matchesNaiveModel_limitChanges(t *testing.T) {
+	r := rand.New(rand.NewPCG(26, 3))
+	for round := range 200 {
+		var s Set
+		m := &naive{}
+		now := r.Int64N(1 << 40)
+		for step := range 300 {
+			l := Limit{MaxInFlight: 1 + r.Int64N(6), TTL: 1 + r.Int64N(40*us)}
+			now += r.Int64N(10 * us)
+			cost := 1 + r.Int64N(3)
+			x := seqID(uint64(step))
+			got, err := s.Acquire(now, l, x, cost)
+			want := m.acquire(now, l, x, cost, true)
+			if err != nil || got != want {
+				t.Fatalf("round %d step %d (%+v, cost %d): set %+v, model %+v", round, step, l, cost, got, want)
+			}
+			if got.Allowed && got.InFlight > l.MaxInFlight {
+				t.Fatalf("round %d step %d: %d slots held under N = %d", round, step, got.InFlight, l.MaxInFlight)
+			}
+			if r.IntN(3) == 0 {
+				y := seqID(uint64(r.IntN(step + 1)))
+				if a, b := s.Release(now, y), m.release(now, y); a != b {
+					t.Fatalf("round %d step %d: release %v, model %v", round, step, a, b)
+				}
+			}
+		}
+	}
+}
