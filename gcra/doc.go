@@ -41,6 +41,14 @@
 // request is admitted only if all admit it, so state is committed for all or
 // for none.
 //
+// For a cost known only after the work (an LLM's tokens), [Reserve]
+// charges the most it may be and [Settle] charges the actual cost later:
+// it gives back the unused units, as far as the decisions admitted since
+// allow (over every window, admitted minus refunded stays within
+// B + W/T), or charges the excess, never more than one burst of debt. A
+// key that settles keeps a second number beside its TAT, the shift
+// counter; see [Settle] for the invariant and its proof.
+//
 // A cost larger than a limit's burst can never pass, however long the caller
 // waits. That is reported as [Result.TooCostly], never as a retry-after: the
 // RetryAfter of a TooCostly result, single or composite, is zero, even when
