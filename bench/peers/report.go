@@ -113,7 +113,7 @@ func (rs *runs) pacedTable(b *strings.Builder, sys []system, p pacing) {
 	if !slices.ContainsFunc(sys, func(s system) bool { return len(rs.by[[2]string{s.name, pacedLoad.name}]) > 0 }) {
 		return
 	}
-	fmt.Fprintf(b, "\nPaced (open loop): %.0f decisions/s in total on schedule, whatever the answers, at most %d outstanding; late = sent more than %v behind its slot.\n\n", p.rate, p.inFlight, lateAfter)
+	fmt.Fprintf(b, "\nPaced (open loop): %.0f decisions/s in total on schedule, whatever the answers, at most %d outstanding; late = sent more than %v behind its slot, or dropped when the measured time was up.\n\n", p.rate, p.inFlight, lateAfter)
 	b.WriteString("| system | workload | achieved decisions/s | p50 | p99 | server CPU/decision | Redis commands/decision | late | errors |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, s := range sys {
