@@ -4,7 +4,12 @@
 //
 // It lives in its own module so that the peers' dependencies (gubernator
 // pulls in an old Kubernetes client, ratelimit its own go-control-plane)
-// never enter weir's go.mod. It builds every server itself, so it works
+// never enter weir's go.mod; it requires weir itself (replaced by the
+// tree, ../..) for the routing client. Weir's k8s.io/api is newer than the
+// one gubernator's client-go was released with, so client-go is raised to
+// the matching release (gubernator's library only needs it for its
+// Kubernetes discovery, which the bench does not use; its daemon is built
+// from build/gubernator with its own versions). It builds every server itself, so it works
 // from a clean clone with the module proxy: weir's node from the
 // repository (-repo); gubernator v2.13.0 from build/gubernator, its daemon
 // in a short main that names memberlist nodes (see there); ratelimit from
@@ -21,10 +26,24 @@
 //     send one decision, wait for the answer and send the next, spread
 //     round-robin over every node's address. Weir and ratelimit are asked
 //     through Envoy's RLS v3 (ShouldRateLimit); gubernator through its own
-//     V1.GetRateLimits, one limit per call;
-//   - count decisions, latency (p50, p99) and, on the hot-key workload, how
+//     V1.GetRateLimits, one limit per call; the "routed" weir system
+//     through weir's Go client with owner routing (weir.v1 Decide);
+//   - then with an open-loop client: -paced-rate decisions per second on a
+//     fixed schedule, whatever the answers, at most -paced-inflight
+//     outstanding, counting those sent late;
+//   - for weir with three nodes, drive one leasable hot key through each
+//     node in turn (every worker on that node) and find its owner from
+//     /admin/inspect, so that owner and non-owners compare;
+//   - count decisions, latency (p50, p99) and, on a one-key workload, how
 //     many the system admitted against the bound B + W/T that an exact
-//     limiter must keep over the measured window W.
+//     limiter must keep over the measured window W;
+//   - meter the servers over exactly each measured window: utime + stime
+//     of every process the system started, Redis included, from
+//     /proc/<pid>/stat, and Redis's INFO commandstats, each read when the
+//     warm-up ends and when the last measured decision is answered.
+//
+// The table ends with issue 24's targets computed from the rows, round by
+// round.
 //
 // The limit is 100/s with a burst of 10 for every system that can express
 // it: weir's GCRA, gubernator's leaky bucket. ratelimit has fixed windows

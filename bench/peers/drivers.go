@@ -20,7 +20,23 @@ const (
 	rlsKey    = "key"
 	// guberName is the gubernator limit's name (its keys are UniqueKey).
 	guberName = "bench"
+	// weirV1Limit is weir's limit of the same numbers over weir.v1, which
+	// the routed client asks (descriptor {rlsKey: <key>}).
+	weirV1Limit = "bench-v1"
 )
+
+// Weir's leasable limit, asked over RLS in domain rlsDomain with one
+// descriptor {leasedEntry: <key>}: saturated by one hot key, it shows what
+// a non-owner answers from leases against its owner.
+const (
+	leasedLimitName = "bench-leased"
+	leasedEntry     = "hot"
+	leasedMax       = 10
+	leasedTTL       = "250ms"
+)
+
+// leasedLimit is the leasable limit's rate and burst.
+var leasedLimit = limit{perSecond: 1000, burst: 100}
 
 // decider asks one system for one decision on key. allowed is meaningful
 // only when err is nil. Implementations are safe for concurrent use (they
@@ -30,20 +46,28 @@ type decider interface {
 }
 
 // rlsDecider asks envoy.service.ratelimit.v3.RateLimitService, which both
-// weir and envoyproxy/ratelimit serve.
-type rlsDecider struct{ c rlsv3.RateLimitServiceClient }
+// weir and envoyproxy/ratelimit serve, with one descriptor {entry: key}.
+type rlsDecider struct {
+	c     rlsv3.RateLimitServiceClient
+	entry string
+}
 
 var _ decider = rlsDecider{}
 
 func newRLSDecider(cc grpc.ClientConnInterface) decider {
-	return rlsDecider{c: rlsv3.NewRateLimitServiceClient(cc)}
+	return rlsDecider{c: rlsv3.NewRateLimitServiceClient(cc), entry: rlsKey}
+}
+
+// newLeasedDecider asks for weir's leasable limit (descriptor leasedEntry).
+func newLeasedDecider(cc grpc.ClientConnInterface) decider {
+	return rlsDecider{c: rlsv3.NewRateLimitServiceClient(cc), entry: leasedEntry}
 }
 
 func (d rlsDecider) decide(ctx context.Context, key string) (bool, error) {
 	resp, err := d.c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
 		Domain: rlsDomain,
 		Descriptors: []*ratelimitcommon.RateLimitDescriptor{{
-			Entries: []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: rlsKey, Value: key}},
+			Entries: []*ratelimitcommon.RateLimitDescriptor_Entry{{Key: d.entry, Value: key}},
 		}},
 		HitsAddend: 1,
 	})

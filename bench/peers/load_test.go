@@ -43,7 +43,7 @@ func (d *countingDecider) decide(ctx context.Context, key string) (bool, error) 
 func TestRunLoad_countsOnlyAfterWarmup(t *testing.T) {
 	d := &countingDecider{admit: 1 << 30, failEvery: 7}
 	cfg := loadConfig{workers: 4, warmup: 50 * time.Millisecond, duration: 100 * time.Millisecond, timeout: time.Second}
-	r := runLoad(context.Background(), cfg, workload{name: "spread", keys: 50}, []decider{d, d})
+	r := runLoad(context.Background(), cfg, workload{name: "spread", keys: 50}, []decider{d, d}, nil)
 
 	if r.decisions == 0 || r.errors == 0 {
 		t.Fatalf("decisions %d, errors %d: want both counted", r.decisions, r.errors)
@@ -81,7 +81,7 @@ func TestRunLoad_countsOnlyAfterWarmup(t *testing.T) {
 func TestRunLoad_hotKeyAdmittedAgainstBound(t *testing.T) {
 	d := &countingDecider{admit: 3}
 	cfg := loadConfig{workers: 2, duration: 50 * time.Millisecond, timeout: time.Second}
-	r := runLoad(context.Background(), cfg, hotKey, []decider{d})
+	r := runLoad(context.Background(), cfg, hotKey, []decider{d}, nil)
 
 	if r.admitted != 3 {
 		t.Errorf("admitted %d, want the 3 the decider allowed (no warm-up)", r.admitted)
@@ -104,7 +104,7 @@ func TestRunLoad_stopsWhenContextEnds(t *testing.T) {
 	d := &countingDecider{}
 	cfg := loadConfig{workers: 2, duration: time.Hour, timeout: time.Second}
 	done := make(chan result)
-	go func() { done <- runLoad(ctx, cfg, spread, []decider{d}) }()
+	go func() { done <- runLoad(ctx, cfg, spread, []decider{d}, nil) }()
 	select {
 	case r := <-done:
 		if r.decisions != 0 {
@@ -151,7 +151,7 @@ func TestResult_maxAdmittedIn(t *testing.T) {
 	if got := (result{}).maxAdmittedIn(time.Second); got != 0 {
 		t.Errorf("no spans: %d, want 0", got)
 	}
-	if got := boundIn(time.Second); got != limitBurst+limitPerSecond {
+	if got := benchLimit.boundIn(time.Second); got != limitBurst+limitPerSecond {
 		t.Errorf("boundIn(1s) = %v, want B + 1s/T = %d", got, limitBurst+limitPerSecond)
 	}
 }

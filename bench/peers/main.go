@@ -14,9 +14,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // config is the command line.
@@ -29,6 +26,7 @@ type config struct {
 	conns     int // gRPC connections per node
 	skipBuild bool
 	load      loadConfig
+	pace      pacing
 }
 
 func main() {
@@ -54,14 +52,18 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.load.duration, "duration", 5*time.Second, "measured time per run")
 	fs.DurationVar(&c.load.warmup, "warmup", time.Second, "load before measuring")
 	fs.DurationVar(&c.load.timeout, "timeout", time.Second, "per-decision deadline")
+	fs.Float64Var(&c.pace.rate, "paced-rate", 2000, "decisions per second of the paced (open-loop) workload, all workers together")
+	fs.IntVar(&c.pace.inFlight, "paced-inflight", 256, "most paced decisions outstanding at once")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	switch {
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("peers: unexpected arguments %q", fs.Args())
-	case c.runs < 1, c.conns < 1, c.load.workers < 1:
-		return c, errors.New("peers: -runs, -conns and -workers must be at least 1")
+	case c.runs < 1, c.conns < 1, c.load.workers < 1, c.pace.inFlight < 1:
+		return c, errors.New("peers: -runs, -conns, -workers and -paced-inflight must be at least 1")
+	case !(c.pace.rate > 0 && c.pace.rate <= 1e6):
+		return c, errors.New("peers: -paced-rate must be in (0, 1e6]")
 	case c.load.duration <= 0, c.load.warmup < 0, c.load.timeout <= 0:
 		return c, errors.New("peers: -duration and -timeout must be positive, -warmup not negative")
 	}
@@ -91,9 +93,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("peers: %s, round %d: %w", s.name, round, err)
 			}
-			for i, r := range got {
-				fmt.Fprintf(out, "round %d  %-30s %-24s %s\n", round, s.name, allLoad[i].name, r.line(allLoad[i]))
-				rs.add(s.name, allLoad[i].name, r)
+			for _, m := range got {
+				fmt.Fprintf(out, "round %d  %-30s %-38s %s\n", round, s.name, m.workload, m.r.line())
+				rs.add(s.name, m.workload, m.r)
 			}
 		}
 	}
@@ -148,8 +150,15 @@ func build(ctx context.Context, cfg config) (binaries, error) {
 	return b, nil
 }
 
+// measured is one run of one workload (or, for the leased hot key, of
+// one node's row).
+type measured struct {
+	workload string
+	r        result
+}
+
 // measure starts s, runs every workload once against it and stops it.
-func measure(ctx context.Context, cfg config, s system, bins binaries) ([]result, error) {
+func measure(ctx context.Context, cfg config, s system, bins binaries) ([]measured, error) {
 	dir, err := os.MkdirTemp("", "weir-bench-peers-")
 	if err != nil {
 		return nil, err
@@ -163,33 +172,57 @@ func measure(ctx context.Context, cfg config, s system, bins binaries) ([]result
 	return out, os.RemoveAll(dir)
 }
 
-func measureStarted(ctx context.Context, cfg config, s system, ps *procs, bins binaries) ([]result, error) {
-	addrs, err := s.start(ctx, ps, bins)
+// measureStarted runs the closed-loop workloads, the paced one and, for a
+// system with leased set, the leasable hot key through each node, each
+// metered over its own measured window.
+func measureStarted(ctx context.Context, cfg config, s system, ps *procs, bins binaries) ([]measured, error) {
+	st, err := s.start(ctx, ps, bins)
 	if err != nil {
 		return nil, err
 	}
-	var deciders []decider
-	for range cfg.conns {
-		for _, a := range addrs {
-			cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				return nil, fmt.Errorf("dial %s: %w", a, err)
-			}
-			defer cc.Close()
-			cc.Connect()
-			deciders = append(deciders, s.newDecider(cc))
-		}
+	newMeter := func() *meter { return &meter{pids: ps.pids(), redis: st.redis} }
+	ds, closeAll, err := s.dial(ctx, st, cfg)
+	if err != nil {
+		return nil, err
 	}
-	var out []result
-	for _, w := range allLoad {
-		r := runLoad(ctx, cfg.load, w, deciders)
-		if err := ctx.Err(); err != nil {
+	defer closeAll()
+	var out []measured
+	for _, w := range closedLoads {
+		m := newMeter()
+		r := runLoad(ctx, cfg.load, w, ds, m)
+		if err := settle(ctx, w, &r, m); err != nil {
 			return nil, err
 		}
-		if r.decisions == 0 {
-			return nil, fmt.Errorf("%s: no decision answered (%d errors)", w.name, r.errors)
+		out = append(out, measured{w.name, r})
+	}
+	m := newMeter()
+	r := runPaced(ctx, cfg.load, cfg.pace, pacedLoad, ds, m)
+	if err := settle(ctx, pacedLoad, &r, m); err != nil {
+		return nil, err
+	}
+	out = append(out, measured{pacedLoad.name, r})
+	if s.leased {
+		leased, err := measureLeased(ctx, cfg, st, newMeter)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, r)
+		out = append(out, leased...)
 	}
 	return out, nil
+}
+
+// settle checks a finished run and attaches what its meter read.
+func settle(ctx context.Context, w workload, r *result, m *meter) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.decisions == 0 {
+		return fmt.Errorf("%s: no decision answered (%d errors)", w.name, r.errors)
+	}
+	u, err := m.usage()
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	r.use, r.metered = u, true
+	return nil
 }

@@ -64,6 +64,15 @@ func (ps *procs) start(name, bin string, args, env []string) (*proc, error) {
 	return p, nil
 }
 
+// pids returns the process id of every process started.
+func (ps *procs) pids() []int {
+	out := make([]int, len(ps.list))
+	for i, p := range ps.list {
+		out[i] = p.cmd.Process.Pid
+	}
+	return out
+}
+
 // stopAll sends SIGTERM to every process, newest first, and SIGKILL to any
 // still running after stopTimeout; it returns once all have exited.
 func (ps *procs) stopAll() {

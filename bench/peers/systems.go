@@ -21,10 +21,23 @@ type binaries struct{ node, gubernator, ratelimit string }
 // system is one thing measured: how to start it and how to ask it.
 type system struct {
 	name string
-	// start runs the system's processes in ps and returns the client
-	// addresses of its nodes once every one of them answers.
-	start      func(ctx context.Context, ps *procs, b binaries) ([]string, error)
-	newDecider func(grpc.ClientConnInterface) decider
+	// start runs the system's processes in ps and returns how to reach
+	// them once every node answers.
+	start func(ctx context.Context, ps *procs, b binaries) (started, error)
+	// dial returns the client's deciders, cfg.conns per node, and the
+	// function that closes them.
+	dial func(ctx context.Context, st started, cfg config) ([]decider, func(), error)
+	// leased also drives the leasable hot key through each node in turn
+	// (weir with several nodes only).
+	leased bool
+}
+
+// started is a running system.
+type started struct {
+	addrs []string // client (gRPC) address of every node
+	names []string // weir: node names, by node
+	admin []string // weir: admin listener addresses, by node
+	redis string   // host:port of the system's Redis; "" without one
 }
 
 // systems lists everything `make bench-peers` compares, in table order.
@@ -32,51 +45,93 @@ func systems() []system {
 	guberDefault := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_BATCHING) }
 	guberGlobal := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_GLOBAL) }
 	return []system{
-		{name: "weir, 1 node, embedded", start: startWeir(1, false), newDecider: newRLSDecider},
-		{name: "weir, 3 nodes, Redis", start: startWeir(3, true), newDecider: newRLSDecider},
-		{name: "gubernator, 1 node", start: startGubernator(1), newDecider: guberDefault},
-		{name: "gubernator, 3 nodes", start: startGubernator(3), newDecider: guberDefault},
-		{name: "gubernator, 3 nodes, GLOBAL", start: startGubernator(3), newDecider: guberGlobal},
-		{name: "envoyproxy/ratelimit, Redis", start: startRatelimit, newDecider: newRLSDecider},
+		{name: weirOne, start: startWeir(1, false), dial: dialEach(newRLSDecider)},
+		{name: weirThree, start: startWeir(3, true), dial: dialEach(newRLSDecider), leased: true},
+		{name: weirRouted, start: startWeir(3, true), dial: dialRouted},
+		{name: "gubernator, 1 node", start: startGubernator(1), dial: dialEach(guberDefault)},
+		{name: "gubernator, 3 nodes", start: startGubernator(3), dial: dialEach(guberDefault)},
+		{name: "gubernator, 3 nodes, GLOBAL", start: startGubernator(3), dial: dialEach(guberGlobal)},
+		{name: ratelimitName, start: startRatelimit, dial: dialEach(newRLSDecider)},
 	}
 }
 
-// weirPolicy is the one limit, answering Envoy's domain rlsDomain.
+// dialEach returns a dial that opens conns connections to every node,
+// interleaved (node 0, 1, 2, 0, 1, 2...), each asked through newDecider.
+func dialEach(newDecider func(grpc.ClientConnInterface) decider) func(context.Context, started, config) ([]decider, func(), error) {
+	return func(_ context.Context, st started, cfg config) ([]decider, func(), error) {
+		var ds []decider
+		var ccs []*grpc.ClientConn
+		closeAll := func() {
+			for _, cc := range ccs {
+				cc.Close()
+			}
+		}
+		for range cfg.conns {
+			for _, a := range st.addrs {
+				cc, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+				if err != nil {
+					closeAll()
+					return nil, nil, fmt.Errorf("dial %s: %w", a, err)
+				}
+				cc.Connect()
+				ccs = append(ccs, cc)
+				ds = append(ds, newDecider(cc))
+			}
+		}
+		return ds, closeAll, nil
+	}
+}
+
+// weirPolicy is the bench's limits: bench-key answers Envoy's domain
+// rlsDomain (the plain client), bench-v1 the same numbers over weir.v1
+// (the routed client: a limit with a domain answers RLS only), and
+// bench-leased the leasable hot key, over RLS.
 var weirPolicy = fmt.Sprintf(`version: bench-peers
 limits:
   - name: bench-key
-    domain: %s
-    match: [%s]
-    rate: %d/s
-    burst: %d
-`, rlsDomain, rlsKey, limitPerSecond, limitBurst)
+    domain: %[1]s
+    match: [%[2]s]
+    rate: %[3]d/s
+    burst: %[4]d
+  - name: %[5]s
+    match: [%[2]s]
+    rate: %[3]d/s
+    burst: %[4]d
+  - name: %[6]s
+    domain: %[1]s
+    match: [%[7]s]
+    rate: %[8]d/s
+    burst: %[9]d
+    lease: {max: %[10]d, ttl: %[11]s}
+`, rlsDomain, rlsKey, limitPerSecond, limitBurst, weirV1Limit,
+	leasedLimitName, leasedEntry, leasedLimit.perSecond, leasedLimit.burst, leasedMax, leasedTTL)
 
 // startWeir starts n weir nodes (gossiping with each other when n > 1) and,
 // with redis, one redis-server they all use.
-func startWeir(n int, redis bool) func(context.Context, *procs, binaries) ([]string, error) {
-	return func(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+func startWeir(n int, redis bool) func(context.Context, *procs, binaries) (started, error) {
+	return func(ctx context.Context, ps *procs, b binaries) (started, error) {
+		var st started
 		policy := filepath.Join(ps.dir, "weir-policy.yaml")
 		if err := os.WriteFile(policy, []byte(weirPolicy), 0o600); err != nil {
-			return nil, fmt.Errorf("peers: %w", err)
+			return st, fmt.Errorf("peers: %w", err)
 		}
-		var redisAddr string
 		if redis {
 			var err error
-			if redisAddr, err = startRedis(ctx, ps, "weir-redis"); err != nil {
-				return nil, err
+			if st.redis, err = startRedis(ctx, ps, "weir-redis"); err != nil {
+				return st, err
 			}
 		}
 		addrs, err := freeAddrs(5 * n) // grpc, http, peer, admin, gossip per node
 		if err != nil {
-			return nil, err
+			return st, err
 		}
-		grpcAddrs := make([]string, n)
 		var nodes []*proc
 		for i := range n {
 			a := addrs[5*i : 5*i+5]
-			grpcAddrs[i] = a[0]
+			name := "n" + strconv.Itoa(i)
+			st.addrs, st.names, st.admin = append(st.addrs, a[0]), append(st.names, name), append(st.admin, a[3])
 			args := []string{
-				"--node-name", "n" + strconv.Itoa(i), "--policy", policy, "--log-level", "warn",
+				"--node-name", name, "--policy", policy, "--log-level", "warn",
 				"--grpc-addr", a[0], "--http-addr", a[1], "--peer-addr", a[2], "--admin-addr", a[3],
 			}
 			if n > 1 {
@@ -86,11 +141,11 @@ func startWeir(n int, redis bool) func(context.Context, *procs, binaries) ([]str
 				}
 			}
 			if redis {
-				args = append(args, "--redis-addr", redisAddr)
+				args = append(args, "--redis-addr", st.redis)
 			}
-			p, err := ps.start("weir-n"+strconv.Itoa(i), b.node, args, nil)
+			p, err := ps.start("weir-"+name, b.node, args, nil)
 			if err != nil {
-				return nil, err
+				return st, err
 			}
 			nodes = append(nodes, p)
 		}
@@ -99,10 +154,10 @@ func startWeir(n int, redis bool) func(context.Context, *procs, binaries) ([]str
 			if err := waitFor(ctx, p, "ready with all members", func(ctx context.Context) error {
 				return weirReady(ctx, httpAddr, adminAddr, n)
 			}); err != nil {
-				return nil, err
+				return st, err
 			}
 		}
-		return grpcAddrs, probe(ctx, nodes, grpcAddrs, newRLSDecider)
+		return st, probe(ctx, nodes, st.addrs, newRLSDecider)
 	}
 }
 
@@ -148,13 +203,13 @@ func httpGet(ctx context.Context, url string, out any) error {
 // memberlist (node 0 is every node's known node). Node i listens on
 // loopback address 127.0.0.(i+1): v2.13.0 keeps its memberlist peers by IP,
 // so daemons sharing one IP replace each other in its peer list.
-func startGubernator(n int) func(context.Context, *procs, binaries) ([]string, error) {
-	return func(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+func startGubernator(n int) func(context.Context, *procs, binaries) (started, error) {
+	return func(ctx context.Context, ps *procs, b binaries) (started, error) {
 		var addrs []string // grpc, http, memberlist per node
 		for i := range n {
 			a, err := freeAddrsOn("127.0.0."+strconv.Itoa(i+1), 3)
 			if err != nil {
-				return nil, err
+				return started{}, err
 			}
 			addrs = append(addrs, a...)
 		}
@@ -177,7 +232,7 @@ func startGubernator(n int) func(context.Context, *procs, binaries) ([]string, e
 			}
 			p, err := ps.start("gubernator-"+strconv.Itoa(i), b.gubernator, nil, env)
 			if err != nil {
-				return nil, err
+				return started{}, err
 			}
 			nodes = append(nodes, p)
 		}
@@ -185,10 +240,10 @@ func startGubernator(n int) func(context.Context, *procs, binaries) ([]string, e
 			if err := waitFor(ctx, p, "healthy with all peers", func(ctx context.Context) error {
 				return guberHealthy(ctx, grpcAddrs[i], n)
 			}); err != nil {
-				return nil, err
+				return started{}, err
 			}
 		}
-		return grpcAddrs, probe(ctx, nodes, grpcAddrs, func(cc grpc.ClientConnInterface) decider {
+		return started{addrs: grpcAddrs}, probe(ctx, nodes, grpcAddrs, func(cc grpc.ClientConnInterface) decider {
 			return newGuberDecider(cc, guber.Behavior_BATCHING)
 		})
 	}
@@ -221,21 +276,21 @@ descriptors:
 `, rlsDomain, rlsKey, limitPerSecond)
 
 // startRatelimit starts one redis-server and one envoyproxy/ratelimit on it.
-func startRatelimit(ctx context.Context, ps *procs, b binaries) ([]string, error) {
+func startRatelimit(ctx context.Context, ps *procs, b binaries) (started, error) {
 	cfgDir := filepath.Join(ps.dir, "runtime", "ratelimit", "config")
 	if err := os.MkdirAll(cfgDir, 0o700); err != nil {
-		return nil, fmt.Errorf("peers: %w", err)
+		return started{}, fmt.Errorf("peers: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(cfgDir, "bench.yaml"), []byte(ratelimitConfig), 0o600); err != nil {
-		return nil, fmt.Errorf("peers: %w", err)
+		return started{}, fmt.Errorf("peers: %w", err)
 	}
 	redisAddr, err := startRedis(ctx, ps, "ratelimit-redis")
 	if err != nil {
-		return nil, err
+		return started{}, err
 	}
 	addrs, err := freeAddrs(3) // grpc, http, debug
 	if err != nil {
-		return nil, err
+		return started{}, err
 	}
 	env := []string{
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=" + port(addrs[0]),
@@ -248,9 +303,10 @@ func startRatelimit(ctx context.Context, ps *procs, b binaries) ([]string, error
 	}
 	p, err := ps.start("ratelimit", b.ratelimit, nil, env)
 	if err != nil {
-		return nil, err
+		return started{}, err
 	}
-	return addrs[:1], probe(ctx, []*proc{p}, addrs[:1], newRLSDecider)
+	st := started{addrs: addrs[:1], redis: redisAddr}
+	return st, probe(ctx, []*proc{p}, st.addrs, newRLSDecider)
 }
 
 // probe waits until every node answers one decision on a key the workloads
