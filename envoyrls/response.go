@@ -3,7 +3,6 @@ package envoyrls
 import (
 	"math"
 	"math/big"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -20,15 +19,19 @@ import (
 )
 
 // respond builds the response from each descriptor's decision (decs[i] is
-// meaningful when ds[i].matched).
+// meaningful when ds[i].matched). The statuses and the header list are each
+// allocated as one slab.
 func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse {
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	merged := &weirv1.DecideResponse{Allowed: true}
+	out.Statuses = statusSlab(len(ds))
+	merged := weirv1.DecideResponse{Allowed: true}
+	var one [1]*weirv1.LimitStatus // the limits of a one-descriptor call, on the stack
+	merged.Limits = one[:0]
 	tooCostly := true
 	var modes []string
 	for i, d := range ds {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		out.Statuses = append(out.Statuses, st)
+		st := out.Statuses[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		if d.unlimited {
 			st.LimitRemaining = unlimitedRemaining
 		}
@@ -61,27 +64,56 @@ func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse 
 		}
 	}
 	merged.TooCostly = !merged.Allowed && tooCostly
-	h := http.Header{}
-	httplimit.WriteHeaders(h, merged)
-	if len(modes) > 0 {
-		h.Set(httplimit.FallbackField, strings.Join(modes, ", "))
-	}
-	out.ResponseHeadersToAdd = headerValues(h)
+	policyField, stateField, retryAfter := httplimit.Fields(&merged)
+	out.ResponseHeadersToAdd = headerList(stateField, policyField, retryAfter, strings.Join(modes, ", "))
 	return out
 }
 
-// headerValues converts h to Envoy's form, in sorted order.
-func headerValues(h http.Header) []*corev3.HeaderValue {
-	var out []*corev3.HeaderValue
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range h {
-			if !yield(k) {
-				return
-			}
+// statusSlab returns n zero statuses allocated together.
+func statusSlab(n int) []*rlsv3.RateLimitResponse_DescriptorStatus {
+	slab := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	for i := range slab {
+		out[i] = &slab[i]
+	}
+	return out
+}
+
+// The header fields respond adds, under the names an http.Header would
+// canonicalize them to (httplimit's field names through
+// http.CanonicalHeaderKey), in sorted order: Envoy's header list carries
+// them as an http.Header written by httplimit.WriteHeaders, sorted, would.
+const (
+	headerRateLimit       = "Ratelimit"
+	headerRateLimitPolicy = "Ratelimit-Policy"
+	headerRetryAfter      = "Retry-After"
+	headerFallback        = "Weir-Fallback"
+)
+
+// headerList returns the non-empty values as Envoy headers under the names
+// above, in their sorted order, allocated as one slab; nil when all are
+// empty.
+func headerList(state, policy, retryAfter, fallback string) []*corev3.HeaderValue {
+	fields := [...]struct{ key, value string }{
+		{headerRateLimit, state}, {headerRateLimitPolicy, policy},
+		{headerRetryAfter, retryAfter}, {headerFallback, fallback},
+	}
+	n := 0
+	for _, f := range fields {
+		if f.value != "" {
+			n++
 		}
-	}) {
-		for _, v := range h[k] {
-			out = append(out, &corev3.HeaderValue{Key: k, Value: v})
+	}
+	if n == 0 {
+		return nil
+	}
+	slab := make([]corev3.HeaderValue, n)
+	out := make([]*corev3.HeaderValue, 0, n)
+	for _, f := range fields {
+		if f.value != "" {
+			h := &slab[len(out)]
+			h.Key, h.Value = f.key, f.value
+			out = append(out, h)
 		}
 	}
 	return out
