@@ -13,15 +13,14 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/httplimit"
-	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
 )
 
-// respond builds the response from each descriptor's decision (decs[i] is
-// meaningful when ds[i].matched). The statuses and the header list are each
+// respond builds the response from each descriptor's decision (meaningful
+// when it is matched). The statuses and the header list are each
 // allocated as one slab.
-func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse {
+func respond(ds []descriptor) *rlsv3.RateLimitResponse {
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	out.Statuses = statusSlab(len(ds))
 	merged := weirv1.DecideResponse{Allowed: true}
@@ -38,7 +37,7 @@ func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse 
 		if !d.matched {
 			continue
 		}
-		dec := server.ToProto(decs[i])
+		dec := server.ToProto(d.decision)
 		if len(dec.GetLimits()) != 1 {
 			continue // the limit was not decided (cannot happen for one match)
 		}

@@ -23,12 +23,12 @@ import (
 // naiveRespond is respond as it was first written: a weir.v1 response per
 // descriptor, the fields through an http.Header, sorted. respond must
 // answer exactly as it does.
-func naiveRespond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse {
+func naiveRespond(ds []descriptor) *rlsv3.RateLimitResponse {
 	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
 	merged := &weirv1.DecideResponse{Allowed: true}
 	tooCostly := true
 	var modes []string
-	for i, d := range ds {
+	for _, d := range ds {
 		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 		out.Statuses = append(out.Statuses, st)
 		if d.unlimited {
@@ -37,7 +37,7 @@ func naiveRespond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResp
 		if !d.matched {
 			continue
 		}
-		dec := server.ToProto(decs[i])
+		dec := server.ToProto(d.decision)
 		if len(dec.GetLimits()) != 1 {
 			continue
 		}
@@ -102,7 +102,6 @@ func TestRespond_matchesNaiveRespond(t *testing.T) {
 	for run := range 5000 {
 		n := 1 + rng.IntN(4)
 		ds := make([]descriptor, n)
-		decs := make([]limiter.Decision, n)
 		for i := range ds {
 			ds[i].match, ds[i].matched = p.ResolveEnvoy("edge", entries[rng.IntN(len(entries))])
 			if ds[i].matched && (ds[i].match.Limit.Envoy.Unlimited || rng.IntN(5) == 0) {
@@ -115,16 +114,16 @@ func TestRespond_matchesNaiveRespond(t *testing.T) {
 			l := limiter.LimitDecision{Name: ds[i].match.Limit.Name, Shadow: rng.IntN(4) == 0, Allowed: allowed,
 				TooCostly: tooCostly, Remaining: rng.Int64N(20) - 2, RetryAfter: dur(), ResetAfter: dur(),
 				Burst: rng.Int64N(10), Window: dur()}
-			decs[i] = limiter.Decision{Allowed: allowed, TooCostly: tooCostly, Matched: true, RetryAfter: l.RetryAfter,
+			ds[i].decision = limiter.Decision{Allowed: allowed, TooCostly: tooCostly, Matched: true, RetryAfter: l.RetryAfter,
 				Remaining: l.Remaining, ResetAfter: l.ResetAfter, Limits: []limiter.LimitDecision{l}}
 			if rng.IntN(3) == 0 {
-				decs[i].Limits = append(decs[i].Limits, l) // not decided as one limit: skipped
+				ds[i].decision.Limits = append(ds[i].decision.Limits, l) // not decided as one limit: skipped
 			}
 			if rng.IntN(4) == 0 {
-				decs[i].Fallback = &limiter.Fallback{Mode: []string{"open", "closed", "local"}[rng.IntN(3)], Reason: "r"}
+				ds[i].decision.Fallback = &limiter.Fallback{Mode: []string{"open", "closed", "local"}[rng.IntN(3)], Reason: "r"}
 			}
 		}
-		got, want := respond(ds, decs), naiveRespond(ds, decs)
+		got, want := respond(ds), naiveRespond(ds)
 		if !proto.Equal(got, want) {
 			t.Fatalf("run %d:\ngot  %v\nwant %v", run, got, want)
 		}

@@ -64,6 +64,12 @@ func Fields(resp *weirv1.DecideResponse) (policy, state, retryAfter string) {
 		return "", "", ""
 	}
 	var pb, sb strings.Builder
+	if n := len(resp.GetLimits()); n > 0 {
+		// a member is its quoted name and about 20 bytes: one allocation
+		// each for the usual names instead of a doubling per write
+		pb.Grow(n * (len(resp.GetLimits()[0].GetName()) + 24))
+		sb.Grow(n * (len(resp.GetLimits()[0].GetName()) + 24))
+	}
 	for _, l := range resp.GetLimits() {
 		if l.GetShadow() {
 			continue
