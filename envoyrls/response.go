@@ -18,11 +18,12 @@ import (
 )
 
 // respond builds the response from each descriptor's decision (meaningful
-// when it is matched). The statuses and the header list are each
-// allocated as one slab.
+// when it is matched). Its messages come from one answerSlab.
 func respond(ds []descriptor) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	out.Statuses = statusSlab(len(ds))
+	a := newAnswerSlab(len(ds))
+	out := &a.resp
+	out.OverallCode = rlsv3.RateLimitResponse_OK
+	out.Statuses = a.statuses
 	merged := weirv1.DecideResponse{Allowed: true}
 	var one [1]*weirv1.LimitStatus // the limits of a one-descriptor call, on the stack
 	merged.Limits = one[:0]
@@ -64,18 +65,36 @@ func respond(ds []descriptor) *rlsv3.RateLimitResponse {
 	}
 	merged.TooCostly = !merged.Allowed && tooCostly
 	policyField, stateField, retryAfter := httplimit.Fields(&merged)
-	out.ResponseHeadersToAdd = headerList(stateField, policyField, retryAfter, strings.Join(modes, ", "))
+	out.ResponseHeadersToAdd = a.headerList(stateField, policyField, retryAfter, strings.Join(modes, ", "))
 	return out
 }
 
-// statusSlab returns n zero statuses allocated together.
-func statusSlab(n int) []*rlsv3.RateLimitResponse_DescriptorStatus {
-	slab := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
-	out := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	for i := range slab {
-		out[i] = &slab[i]
+// answerSlab holds the messages of one answer: the response, its statuses
+// and its headers. The answer to one descriptor (Envoy's usual call) is a
+// single allocation; more descriptors add two for their statuses. The
+// messages keep the whole slab reachable, and go out of use with it.
+type answerSlab struct {
+	resp       rlsv3.RateLimitResponse
+	statuses   []*rlsv3.RateLimitResponse_DescriptorStatus
+	one        [1]rlsv3.RateLimitResponse_DescriptorStatus
+	onePtr     [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	headers    [numHeaders]corev3.HeaderValue
+	headerPtrs [numHeaders]*corev3.HeaderValue
+}
+
+// newAnswerSlab returns a slab with n zero statuses.
+func newAnswerSlab(n int) *answerSlab {
+	a := new(answerSlab)
+	slab, ptrs := a.one[:], a.onePtr[:]
+	if n != 1 {
+		slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+		ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
-	return out
+	for i := range slab {
+		ptrs[i] = &slab[i]
+	}
+	a.statuses = ptrs
+	return a
 }
 
 // The header fields respond adds, under the names an http.Header would
@@ -87,33 +106,26 @@ const (
 	headerRateLimitPolicy = "Ratelimit-Policy"
 	headerRetryAfter      = "Retry-After"
 	headerFallback        = "Weir-Fallback"
+	numHeaders            = 4
 )
 
 // headerList returns the non-empty values as Envoy headers under the names
-// above, in their sorted order, allocated as one slab; nil when all are
-// empty.
-func headerList(state, policy, retryAfter, fallback string) []*corev3.HeaderValue {
-	fields := [...]struct{ key, value string }{
+// above, in their sorted order, from a's headers; nil when all are empty.
+func (a *answerSlab) headerList(state, policy, retryAfter, fallback string) []*corev3.HeaderValue {
+	fields := [numHeaders]struct{ key, value string }{
 		{headerRateLimit, state}, {headerRateLimitPolicy, policy},
 		{headerRetryAfter, retryAfter}, {headerFallback, fallback},
 	}
-	n := 0
+	out := a.headerPtrs[:0]
 	for _, f := range fields {
 		if f.value != "" {
-			n++
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	slab := make([]corev3.HeaderValue, n)
-	out := make([]*corev3.HeaderValue, 0, n)
-	for _, f := range fields {
-		if f.value != "" {
-			h := &slab[len(out)]
+			h := &a.headers[len(out)]
 			h.Key, h.Value = f.key, f.value
 			out = append(out, h)
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }
