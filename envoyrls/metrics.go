@@ -10,8 +10,14 @@ const (
 	outcomeError     = "error"      // the node could not decide
 )
 
+// metrics holds weir_envoy_requests_total's children resolved once, so
+// that counting a call hashes no label value.
 type metrics struct {
 	requests      *prometheus.CounterVec
+	ok            prometheus.Counter
+	overLimit     prometheus.Counter
+	invalid       prometheus.Counter
+	failed        prometheus.Counter // outcome "error"
 	unknownDomain prometheus.Counter
 }
 
@@ -26,9 +32,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Envoy RLS calls for a domain no limit answers; they were answered OK with no limit.",
 		}),
 	}
-	for _, o := range []string{outcomeOK, outcomeOverLimit, outcomeInvalid, outcomeError} {
-		m.requests.WithLabelValues(o) // export every outcome from the start
-	}
+	// every outcome is exported from the start
+	m.ok = m.requests.WithLabelValues(outcomeOK)
+	m.overLimit = m.requests.WithLabelValues(outcomeOverLimit)
+	m.invalid = m.requests.WithLabelValues(outcomeInvalid)
+	m.failed = m.requests.WithLabelValues(outcomeError)
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.unknownDomain} {
 			if err := reg.Register(c); err != nil {

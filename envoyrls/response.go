@@ -3,7 +3,6 @@ package envoyrls
 import (
 	"math"
 	"math/big"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -14,28 +13,32 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/httplimit"
-	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/server"
 )
 
-// respond builds the response from each descriptor's decision (decs[i] is
-// meaningful when ds[i].matched).
-func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse {
-	out := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
-	merged := &weirv1.DecideResponse{Allowed: true}
+// respond builds the response from each descriptor's decision (meaningful
+// when it is matched). Its messages come from one answerSlab.
+func respond(ds []descriptor) *rlsv3.RateLimitResponse {
+	a := newAnswerSlab(len(ds))
+	out := &a.resp
+	out.OverallCode = rlsv3.RateLimitResponse_OK
+	out.Statuses = a.statuses
+	merged := weirv1.DecideResponse{Allowed: true}
+	var one [1]*weirv1.LimitStatus // the limits of a one-descriptor call, on the stack
+	merged.Limits = one[:0]
 	tooCostly := true
 	var modes []string
 	for i, d := range ds {
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
-		out.Statuses = append(out.Statuses, st)
+		st := out.Statuses[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		if d.unlimited {
 			st.LimitRemaining = unlimitedRemaining
 		}
 		if !d.matched {
 			continue
 		}
-		dec := server.ToProto(decs[i])
+		dec := server.ToProto(d.decision)
 		if len(dec.GetLimits()) != 1 {
 			continue // the limit was not decided (cannot happen for one match)
 		}
@@ -61,28 +64,68 @@ func respond(ds []descriptor, decs []limiter.Decision) *rlsv3.RateLimitResponse 
 		}
 	}
 	merged.TooCostly = !merged.Allowed && tooCostly
-	h := http.Header{}
-	httplimit.WriteHeaders(h, merged)
-	if len(modes) > 0 {
-		h.Set(httplimit.FallbackField, strings.Join(modes, ", "))
-	}
-	out.ResponseHeadersToAdd = headerValues(h)
+	policyField, stateField, retryAfter := httplimit.Fields(&merged)
+	out.ResponseHeadersToAdd = a.headerList(stateField, policyField, retryAfter, strings.Join(modes, ", "))
 	return out
 }
 
-// headerValues converts h to Envoy's form, in sorted order.
-func headerValues(h http.Header) []*corev3.HeaderValue {
-	var out []*corev3.HeaderValue
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range h {
-			if !yield(k) {
-				return
-			}
+// answerSlab holds the messages of one answer: the response, its statuses
+// and its headers. The answer to one descriptor (Envoy's usual call) is a
+// single allocation; more descriptors add two for their statuses. The
+// messages keep the whole slab reachable, and go out of use with it.
+type answerSlab struct {
+	resp       rlsv3.RateLimitResponse
+	statuses   []*rlsv3.RateLimitResponse_DescriptorStatus
+	one        [1]rlsv3.RateLimitResponse_DescriptorStatus
+	onePtr     [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	headers    [numHeaders]corev3.HeaderValue
+	headerPtrs [numHeaders]*corev3.HeaderValue
+}
+
+// newAnswerSlab returns a slab with n zero statuses.
+func newAnswerSlab(n int) *answerSlab {
+	a := new(answerSlab)
+	slab, ptrs := a.one[:], a.onePtr[:]
+	if n != 1 {
+		slab = make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+		ptrs = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	for i := range slab {
+		ptrs[i] = &slab[i]
+	}
+	a.statuses = ptrs
+	return a
+}
+
+// The header fields respond adds, under the names an http.Header would
+// canonicalize them to (httplimit's field names through
+// http.CanonicalHeaderKey), in sorted order: Envoy's header list carries
+// them as an http.Header written by httplimit.WriteHeaders, sorted, would.
+const (
+	headerRateLimit       = "Ratelimit"
+	headerRateLimitPolicy = "Ratelimit-Policy"
+	headerRetryAfter      = "Retry-After"
+	headerFallback        = "Weir-Fallback"
+	numHeaders            = 4
+)
+
+// headerList returns the non-empty values as Envoy headers under the names
+// above, in their sorted order, from a's headers; nil when all are empty.
+func (a *answerSlab) headerList(state, policy, retryAfter, fallback string) []*corev3.HeaderValue {
+	fields := [numHeaders]struct{ key, value string }{
+		{headerRateLimit, state}, {headerRateLimitPolicy, policy},
+		{headerRetryAfter, retryAfter}, {headerFallback, fallback},
+	}
+	out := a.headerPtrs[:0]
+	for _, f := range fields {
+		if f.value != "" {
+			h := &a.headers[len(out)]
+			h.Key, h.Value = f.key, f.value
+			out = append(out, h)
 		}
-	}) {
-		for _, v := range h[k] {
-			out = append(out, &corev3.HeaderValue{Key: k, Value: v})
-		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -70,6 +70,7 @@ type descriptor struct {
 	matched   bool // a limit is to be decided
 	unlimited bool // an unlimited or replaced limit answers: nothing is decided
 	cost      int64
+	decision  limiter.Decision // set once decided, when matched
 }
 
 // ShouldRateLimit decides every descriptor of in (see the package
@@ -78,18 +79,18 @@ type descriptor struct {
 // Envoy then applies its own failure_mode_deny.
 func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	if err := check(in); err != nil {
-		s.metrics.requests.WithLabelValues(outcomeInvalid).Inc()
+		s.metrics.invalid.Inc()
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	p := s.d.Policy()
 	if !p.HasDomain(in.GetDomain()) {
 		s.metrics.unknownDomain.Inc()
-		s.metrics.requests.WithLabelValues(outcomeOK).Inc()
+		s.metrics.ok.Inc()
 		return allOK(len(in.GetDescriptors())), nil
 	}
 	ds := resolve(p, in)
-	decs := make([]limiter.Decision, len(ds))
-	for i, d := range ds {
+	for i := range ds {
+		d := &ds[i]
 		if !d.matched {
 			continue
 		}
@@ -97,13 +98,13 @@ func (s *Service) ShouldRateLimit(ctx context.Context, in *rlsv3.RateLimitReques
 		if err != nil {
 			return nil, s.toStatus(err)
 		}
-		decs[i] = dec
+		d.decision = dec
 	}
-	out := respond(ds, decs)
+	out := respond(ds)
 	if out.GetOverallCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
-		s.metrics.requests.WithLabelValues(outcomeOverLimit).Inc()
+		s.metrics.overLimit.Inc()
 	} else {
-		s.metrics.requests.WithLabelValues(outcomeOK).Inc()
+		s.metrics.ok.Inc()
 	}
 	return out, nil
 }
@@ -195,16 +196,16 @@ func allOK(n int) *rlsv3.RateLimitResponse {
 func (s *Service) toStatus(err error) error {
 	switch {
 	case errors.Is(err, limiter.ErrInvalidRequest):
-		s.metrics.requests.WithLabelValues(outcomeInvalid).Inc()
+		s.metrics.invalid.Inc()
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
-		s.metrics.requests.WithLabelValues(outcomeError).Inc()
+		s.metrics.failed.Inc()
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):
-		s.metrics.requests.WithLabelValues(outcomeError).Inc()
+		s.metrics.failed.Inc()
 		return status.Error(codes.Canceled, err.Error())
 	}
-	s.metrics.requests.WithLabelValues(outcomeError).Inc()
+	s.metrics.failed.Inc()
 	s.log.Warn("envoy rls decision failed", "err", err)
 	return status.Error(codes.Unavailable, err.Error())
 }

@@ -71,7 +71,11 @@ func (g *GatedServer) RegisterService(sd *grpc.ServiceDesc, impl any) {
 // decodeWithin returns dec run under a reservation of g.weight bytes.
 func (g *GatedServer) decodeWithin(ctx context.Context, dec func(any) error) func(any) error {
 	return func(v any) error {
-		release, err := g.budget.Acquire(ctx, caller(ctx), g.weight)
+		release, ok := g.budget.TryAcquire(g.weight)
+		var err error
+		if !ok { // only a call that may wait needs its connection's name
+			release, err = g.budget.Acquire(ctx, caller(ctx), g.weight)
+		}
 		switch {
 		case errors.Is(err, inflight.ErrFull):
 			return status.Error(codes.ResourceExhausted, err.Error())

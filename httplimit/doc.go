@@ -3,7 +3,8 @@
 //
 // # Signalling
 //
-// WriteHeaders turns a weir.v1 DecideResponse into response header fields:
+// WriteHeaders turns a weir.v1 DecideResponse into response header fields
+// (Fields returns their values, for a carrier other than an http.Header):
 //
 //   - RateLimit-Policy and RateLimit, pinned to
 //     draft-ietf-httpapi-ratelimit-headers-11 (RateLimit header fields for

@@ -101,6 +101,27 @@ func New(cfg Config, reg prometheus.Registerer) (*Budget, error) {
 	return b, nil
 }
 
+// TryAcquire reserves n bytes (at most Config.MaxBytes) if they are free
+// and no request is waiting, without waiting: the fast path of Acquire, for
+// a caller whose key costs something to build (Acquire needs it only to
+// queue). ok is false when Acquire would have waited, or n is not
+// positive; then nothing is reserved. release is as Acquire's.
+func (b *Budget) TryAcquire(n int64) (release func(), ok bool) {
+	if n <= 0 {
+		return nil, false
+	}
+	n = min(n, b.cfg.MaxBytes)
+	b.mu.Lock()
+	if len(b.mu.ring) != 0 || b.mu.free < n {
+		b.mu.Unlock()
+		return nil, false
+	}
+	b.mu.free -= n
+	b.mu.Unlock()
+	b.reserved.Add(float64(n))
+	return func() { b.give(n) }, true
+}
+
 // Acquire reserves n bytes (at most Config.MaxBytes) for a request of the
 // caller key (a connection: its remote address), waiting for at most
 // Config.MaxWait. It returns the function that gives the bytes back (call

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -209,5 +210,46 @@ func TestBudget_Acquire_abandonedWaiterLeavesTheQueue(t *testing.T) {
 	}
 	if n := b.queued("big") + b.queued("small"); n != 0 {
 		t.Fatalf("%d requests still queued", n)
+	}
+}
+
+func TestBudget_TryAcquire_neverWaitsNorJumpsTheQueue(t *testing.T) {
+	b, _ := newBudget(t, 100, time.Minute)
+	if _, ok := b.TryAcquire(0); ok {
+		t.Fatal("TryAcquire(0) reserved")
+	}
+	first, ok := b.TryAcquire(70)
+	if !ok {
+		t.Fatal("70 bytes of a free budget of 100 refused")
+	}
+	if _, ok := b.TryAcquire(31); ok {
+		t.Fatal("31 bytes reserved with 30 free")
+	}
+	if got := testutil.ToFloat64(b.reserved); got != 70 {
+		t.Fatalf("reserved %v, want 70 (a refused TryAcquire reserves nothing)", got)
+	}
+	waited := make(chan error, 1)
+	go func() {
+		r, err := b.Acquire(t.Context(), "c", 50)
+		if err == nil {
+			r()
+		}
+		waited <- err
+	}()
+	for queued := false; !queued; { // wait until the waiter is queued
+		b.mu.Lock()
+		queued = len(b.mu.ring) > 0
+		b.mu.Unlock()
+		runtime.Gosched()
+	}
+	if _, ok := b.TryAcquire(10); ok {
+		t.Fatal("TryAcquire took 10 of the 30 free bytes ahead of a queued waiter")
+	}
+	first()
+	if err := <-waited; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if got := testutil.ToFloat64(b.reserved); got != 0 {
+		t.Fatalf("reserved %v after every release, want 0", got)
 	}
 }

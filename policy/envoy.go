@@ -130,11 +130,15 @@ func (p *Policy) ResolveEnvoy(domain string, entries []EnvoyEntry) (m Match, ok 
 	if len(entries) == 0 || len(cands) == 0 {
 		return Match{}, false
 	}
+	// The candidates of entry i are built in bufs[i%2] while cands, from
+	// entry i-1, may still sit in the other: no allocation for the usual
+	// few candidates.
+	var bufs [2][2][8]*Limit
 	for i, e := range entries {
 		if e.Value == "" {
 			return Match{}, false
 		}
-		var pinned, wild []*Limit
+		pinned, wild := bufs[i%2][0][:0], bufs[i%2][1][:0]
 		for _, l := range cands {
 			if len(l.Match) <= i || l.Match[i] != e.Key {
 				continue

@@ -27,6 +27,11 @@ func FromProto(in *weirv1.DecideRequest) limiter.Request {
 // statuses, durations) are allocated together: one allocation for a
 // decision of up to two limits, four for more (a fallback adds one).
 func ToProto(d limiter.Decision) *weirv1.DecideResponse {
+	if len(d.Limits) <= 1 { // one limit (Envoy's descriptors, simple policies): the smallest slab
+		b := new(oneLimitResponse)
+		r := responses{resps: b.resp[:], limits: b.limits[:], ptrs: b.ptrs[:], durs: b.durs[:]}
+		return r.next(d)
+	}
 	if len(d.Limits) <= smallLimits {
 		b := new(smallResponse)
 		r := responses{resps: b.resp[:], limits: b.limits[:], ptrs: b.ptrs[:], durs: b.durs[:]}
@@ -48,6 +53,14 @@ type smallResponse struct {
 	limits [smallLimits]weirv1.LimitStatus
 	ptrs   [smallLimits]*weirv1.LimitStatus
 	durs   [2 + 3*smallLimits]durationpb.Duration
+}
+
+// oneLimitResponse is a smallResponse for a decision of at most one limit.
+type oneLimitResponse struct {
+	resp   [1]weirv1.DecideResponse
+	limits [1]weirv1.LimitStatus
+	ptrs   [1]*weirv1.LimitStatus
+	durs   [2 + 3]durationpb.Duration
 }
 
 // ToProtoBatch converts decisions to their weir.v1 forms, in order, as
