@@ -57,9 +57,13 @@ func (lc *leaseCluster) saturate(owner, p string, kv map[string]string) {
 
 // A flood of concurrent requests on a saturated key at a peer, once the
 // owner's last denial has passed, costs one RPC (a probe refresh that all
-// of them wait for), not a hop each; the units the owner had are
-// admitted, no more, and every refusal's retry-after is no earlier than
-// the owner's own.
+// of them wait for), not a hop each. The probe's answer is a scheduled
+// grant: the unit that had refilled is admitted at once, no more, and the
+// others are refused until the next unit's time, exactly one interval
+// later; the peer then admits one unit per interval from the schedule
+// without another hop and refuses in between, while the owner, which
+// charged the schedule to the key, refuses its own callers until the
+// schedule's end.
 func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
 	lc := newLeaseCluster(t, 2, false)
 	owner, peers := lc.ownerAndPeers("t1")
@@ -72,24 +76,41 @@ func TestLeases_saturatedFloodCostsOneProbe(t *testing.T) {
 	if hops := lc.net.Sent(p, owner) - sent; hops != 1 {
 		t.Fatalf("%d hops for a flood of 50 on a saturated key, want 1 (one probe)", hops)
 	}
+	const interval = time.Millisecond // hot: 100 per 100ms
 	var admitted int
-	var minRetry time.Duration
 	for _, d := range ds {
 		switch {
 		case d.Fallback != nil || !d.FromLease:
 			t.Fatalf("not decided from the probe's answer: %+v", d)
 		case d.Allowed:
 			admitted++
-		case minRetry == 0 || d.RetryAfter < minRetry:
-			minRetry = d.RetryAfter
+		case d.RetryAfter != interval:
+			t.Fatalf("refused with retry-after %s, want the next unit's time, %s", d.RetryAfter, interval)
 		}
 	}
 	if admitted != 1 {
 		t.Fatalf("admitted %d, want the 1 unit that had refilled", admitted)
 	}
+	held := lc.units(p, hotKV)
+	if held < 2 {
+		t.Fatalf("the probe's grant left %d units for later, want a schedule", held)
+	}
 	lc.net.HealAll()
-	if d := lc.decide(owner, hotKV); d.Allowed || d.RetryAfter > minRetry {
-		t.Fatalf("owner at the same instant: %+v; the peer refused with retry-after %s, earlier than the owner's", d, minRetry)
+	if d := lc.decide(owner, hotKV); d.Allowed || d.RetryAfter < time.Duration(held)*interval {
+		t.Fatalf("owner at the same instant: %+v; want refused until the peer's %d scheduled units are due", d, held)
+	}
+	sent = lc.net.Sent(p, owner)
+	for i := range held {
+		if d := lc.decide(p, hotKV); d.Allowed || d.RetryAfter <= 0 || !d.FromLease {
+			t.Fatalf("unit %d spent before its time: %+v", i, d)
+		}
+		lc.clock.Add(interval)
+		if d := lc.decide(p, hotKV); !d.Allowed || !d.FromLease {
+			t.Fatalf("unit %d not spendable at its time: %+v", i, d)
+		}
+	}
+	if hops := lc.net.Sent(p, owner) - sent; hops != 0 {
+		t.Fatalf("%d hops while the schedule lasted", hops)
 	}
 	if got := lc.metric(p, "weir_lease_rpcs_total", "result", "ok"); got != 1 {
 		t.Fatalf("lease RPCs %v, want 1", got)
