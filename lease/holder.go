@@ -198,6 +198,23 @@ func (h *Holder) Units(key string, now int64) int64 {
 	return 0
 }
 
+// Ready returns the units held on key that may be spent at now: all of
+// Units under an ordinary grant, only those whose time has come under a
+// scheduled one.
+func (h *Holder) Ready(key string, now int64) int64 {
+	k := h.keys[key]
+	if k == nil || now >= k.expires || k.lease == 0 {
+		return 0
+	}
+	if k.spacing == 0 {
+		return k.units
+	}
+	if now < k.nextAt {
+		return 0
+	}
+	return min(k.units, (now-k.nextAt)/k.spacing+1)
+}
+
 // Demand returns the demand estimate for key at now, in units per second.
 func (h *Holder) Demand(key string, now int64) float64 {
 	if k := h.keys[key]; k != nil {

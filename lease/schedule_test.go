@@ -119,7 +119,11 @@ func TestHolder_Spend_scheduledUnitNotBeforeItsTime(t *testing.T) {
 		{recv + 3000*us, 2, Spent, 0},
 		{recv + 3000*us, 1, Refused, 1000 * us}, // used up: the grant's retry-after
 	} {
+		ready := h.Ready("k", c.at)
 		v := spend(t, h, c.cost, c.at, "k")
+		if (ready >= c.cost) != (v.Outcome == Spent) {
+			t.Fatalf("cost %d at recv+%dns: %d ready, verdict %+v", c.cost, c.at-recv, ready, v)
+		}
 		if v.Outcome != c.want || v.RetryAfter != c.retry {
 			t.Fatalf("cost %d at recv+%dns: %+v, want %v with retry-after %dns", c.cost, c.at-recv, v, c.want, c.retry)
 		}
