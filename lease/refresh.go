@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -178,7 +179,7 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
 			// A scheduled grant's times count from the answer's arrival,
 			// after the owner decided: never a unit before its time.
-			k.nextAt, k.spacing = now, 0
+			k.nextAt, k.spacing = math.MinInt64, 0 // all of it at once, whatever the caller's now
 			if a.Spacing > 0 {
 				k.nextAt, k.spacing = now+a.Start, a.Spacing
 			}

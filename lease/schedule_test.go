@@ -144,3 +144,14 @@ func TestHolder_Spend_scheduledUnitPastTheLeaseIsNotHeld(t *testing.T) {
 		t.Fatalf("second unit, due after the end: %+v, want forward or await", v)
 	}
 }
+
+// An ordinary grant has no times: all of it is spendable at once, even by
+// a request stamped before the answer arrived.
+func TestHolder_Spend_ordinaryGrantHasNoSchedule(t *testing.T) {
+	h := newTestHolder(t)
+	warm(t, h, t0, "k")
+	lease(t, h, t0, t0+300*us, map[string]int64{"k": 3})
+	if v := spend(t, h, 3, t0+200*us, "k"); v.Outcome != Spent || h.Ready("k", t0+200*us) != 0 {
+		t.Fatalf("3 of 3 units of an ordinary grant: %+v", v)
+	}
+}
