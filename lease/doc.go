@@ -10,19 +10,23 @@
 //   - [Grantor] is the owner's ledger. [Grantor.Grant] settles the lease the
 //     peer returns and charges a new one against the key's TAT: all the
 //     units asked for if they fit, else the most that fit, else a denial
-//     with the exact retry-after. [Grantor.Effective] is the TAT every
+//     with the exact retry-after; at a saturated key, to a peer that
+//     asks for it, a scheduled grant of units due one interval apart.
+//     [Grantor.Effective] is the TAT every
 //     other decision on the key must use: units out on leases (and units
 //     that were out until they expired) are not refilled, which is what
 //     keeps admitted units within B + W/T exactly.
 //   - [Holder] is the peer's side: units held per key, demand per key,
 //     the owner's last denial per key. [Holder.Spend] takes units from
-//     every key of a request or from none; [Holder.Due], [Holder.Refresh]
+//     every key of a request or from none, a scheduled grant's units no
+//     earlier than their times; [Holder.Due], [Holder.Refresh]
 //     and [Holder.Apply] run one batched refresh per owner; on a saturated
 //     key [Holder.Probe] sends one between ticks that waiting requests
 //     share ([Holder.Resume]).
 //
 // [CheckLeasable] says whether a limit may be leased at all (burst at least
-// MinBurstPerNode × nodes) and why not, for `weir policy check`.
+// MinBurstPerNode × nodes) and why not, for `weir policy check`; [Reach]
+// how far ahead of its writing a TAT set by leases may lie.
 //
 // Usage, on the owner, under the lock that guards the key's TAT:
 //

@@ -293,7 +293,15 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	n := min(want, Cap(req.Limit)-held)
 	base := max(tat, floorAt(now, held, b.interval))
 	res, _ := gcra.Decide(base, now, req.Limit, n) // limit validated, n >= 1
-	if !res.Allowed && res.Remaining >= 1 {
+	var start int64
+	switch {
+	case res.Allowed:
+	case req.Scheduled:
+		n, start = schedule(base, now, n, req)
+		if n >= 1 {
+			res = gcra.Result{Allowed: true, TAT: max(base, now) + n*req.Limit.Interval}
+		}
+	case res.Remaining >= 1:
 		n = min(n, res.Remaining)
 		res, _ = gcra.Decide(base, now, req.Limit, n)
 	}
@@ -307,6 +315,9 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	l := open{id: g.nextID, peer: req.Peer, units: n, expires: now + req.Terms.ttlNanos() + g.cfg.Grace.Nanoseconds()}
 	b.insert(l)
 	ans.Outcome, ans.TAT, ans.Grantor, ans.Lease, ans.Units, ans.TTL = Granted, res.TAT, g.cfg.Name, l.id, n, req.Terms.ttlNanos()
+	if res.TAT-now > req.Limit.Span() { // some units are for later
+		ans.Start, ans.Spacing = start, req.Limit.Interval
+	}
 	// A grant that leaves the key at its edge says when the next unit
 	// fits, as a denial would: the peer refuses locally until then once it
 	// has spent the grant, instead of forwarding each request of a
@@ -316,6 +327,24 @@ func (g *Grantor) ask(b *book, tat, held, now int64, req Request, ans Answer) An
 	st.Grants++
 	st.GrantedUnits += n
 	return ans
+}
+
+// schedule sizes a scheduled grant of at most n units on a key whose
+// effective TAT is base at now, where n do not all fit now: the j-th unit
+// (from 1) is spendable from max(base, now) + (j − B)·T, the moment GCRA
+// would have admitted it, and the last of them at most half the TTL after
+// now, so that every unit is spendable well before the lease ends and the
+// peer has time to spend the last. It returns the units (0: not even one
+// fits within that half) and the first unit's time relative to now.
+func schedule(base, now, n int64, req Request) (units, start int64) {
+	l := req.Limit
+	ahead := max(base, now) - now // >= 0, and no sum of absolute times
+	room := req.Terms.ttlNanos()/2 + l.Span() - ahead
+	if room < l.Interval {
+		return 0, 0
+	}
+	n = min(n, room/l.Interval)
+	return n, ahead + (1-l.Burst)*l.Interval
 }
 
 // insert adds l keeping the leases sorted by expiry.

@@ -129,15 +129,20 @@ type Holder struct {
 }
 
 type held struct {
-	ref         Ref
-	units       int64
-	grantor     string
-	lease       uint64 // 0 when holding no lease
-	expires     int64
-	rate        float64 // demand in units per second at seen
-	seen        int64
-	deniedUntil int64 // the owner's last denial: one unit fits from then
-	quietUntil  int64 // after capped or busy: do not ask before
+	ref     Ref
+	units   int64
+	grantor string
+	lease   uint64 // 0 when holding no lease
+	expires int64
+	// nextAt and spacing: under a scheduled grant the next unspent unit
+	// may be spent from nextAt, each later one spacing after the one
+	// before (Answer.Start, Answer.Spacing); spacing 0 is an ordinary
+	// grant, all of it spendable at once.
+	nextAt, spacing int64
+	rate            float64 // demand in units per second at seen
+	seen            int64
+	deniedUntil     int64 // the owner's last denial: one unit fits from then
+	quietUntil      int64 // after capped or busy: do not ask before
 	// saturated: the owner's last answer on the key was a denial, or a
 	// grant that left it at its edge. Requests past deniedUntil then await
 	// a refresh rather than forward one by one.
@@ -193,6 +198,23 @@ func (h *Holder) Units(key string, now int64) int64 {
 	return 0
 }
 
+// Ready returns the units held on key that may be spent at now: all of
+// Units under an ordinary grant, only those whose time has come under a
+// scheduled one.
+func (h *Holder) Ready(key string, now int64) int64 {
+	k := h.keys[key]
+	if k == nil || now >= k.expires || k.lease == 0 {
+		return 0
+	}
+	if k.spacing == 0 {
+		return k.units
+	}
+	if now < k.nextAt {
+		return 0
+	}
+	return min(k.units, (now-k.nextAt)/k.spacing+1)
+}
+
 // Demand returns the demand estimate for key at now, in units per second.
 func (h *Holder) Demand(key string, now int64) float64 {
 	if k := h.keys[key]; k != nil {
@@ -240,11 +262,16 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 	payable, await := true, false
 	var retry int64
 	for _, k := range ks {
-		if k.units >= cost && now < k.expires {
+		at, held := k.payableAt(cost)
+		if held && at <= now {
 			continue
 		}
 		payable = false
 		switch {
+		case held:
+			// A scheduled unit whose time has not come: refused until
+			// then, exactly (the owner has no unit before it either).
+			retry = max(retry, at-now)
 		case cost > k.ref.Limit.Burst:
 			return h.forward(ks), nil // the owner says so, distinctly
 		case now < k.deniedUntil:
@@ -266,6 +293,7 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 	if payable {
 		for _, k := range ks {
 			k.units -= cost
+			k.nextAt += cost * k.spacing
 			st := h.stat(k.ref.Label)
 			st.Spends++
 			st.SpentUnits += cost
@@ -275,9 +303,22 @@ func (h *Holder) spend(refs []Ref, cost, now int64, demand, mayWait bool) (Verdi
 	probe := false
 	for _, k := range ks {
 		h.stat(k.ref.Label).Refusals++
-		probe = probe || (k.units < cost && h.inflight[k.ref.Owner] == nil && h.due(k, now))
+		_, held := k.payableAt(cost)
+		probe = probe || (!held && h.inflight[k.ref.Owner] == nil && h.due(k, now))
 	}
 	return Verdict{Outcome: Refused, RetryAfter: retry, Probe: probe}, nil
+}
+
+// payableAt reports whether k's live lease holds cost units that it can
+// spend before it ends (held), and from when (at): at once for an ordinary
+// grant, from the cost-th next unit's time under a scheduled one. k's lease
+// was written off already if it ended (track).
+func (k *held) payableAt(cost int64) (at int64, held bool) {
+	if k.units < cost || k.lease == 0 {
+		return 0, false
+	}
+	at = k.nextAt + (cost-1)*k.spacing
+	return at, at < k.expires
 }
 
 // forward counts a forward for every key of a request.

@@ -28,6 +28,19 @@ type leaseRec struct {
 	peer                    string
 	granted, spent, credits int64
 	expires                 int64
+	// A scheduled grant's times, on the owner's clock: unit j (from 0)
+	// may not be spent before start + j×spacing. Zero spacing: at once.
+	start, spacing int64
+}
+
+// spend records cost units of rec spent at now, failing the test if the
+// last of them was spent before its time.
+func (rec *leaseRec) spend(t *testing.T, cost, now int64) {
+	t.Helper()
+	if at := rec.start + (rec.spent+cost-1)*rec.spacing; rec.spacing > 0 && at > now {
+		t.Fatalf("lease %+v: unit %d spent at %d, before its time %d", *rec, rec.spent+cost-1, now, at)
+	}
+	rec.spent += cost
 }
 
 type simMsg struct {
@@ -61,12 +74,16 @@ type sim struct {
 	admitted map[string][]admission
 	leases   map[string]*leaseRec // by grantor and lease id
 	restarts int
-	lossy    bool
-	cut      map[int]int64 // peer index -> partitioned from the owner until
-	stalled  map[int]int64 // peer index -> its refresh loop starved until
-	gap      int64         // mean time between requests: the round's load
-	burst    int           // steps left in a burst at one instant
-	at       int           // the node a burst hits
+	// scheduled counts scheduled grants; oldPeers is the share of
+	// refreshes sent as by a peer that does not ask for them.
+	scheduled int
+	oldPeers  int
+	lossy     bool
+	cut       map[int]int64 // peer index -> partitioned from the owner until
+	stalled   map[int]int64 // peer index -> its refresh loop starved until
+	gap       int64         // mean time between requests: the round's load
+	burst     int           // steps left in a burst at one instant
+	at        int           // the node a burst hits
 }
 
 func newSim(t *testing.T, seed uint64, lossy bool) *sim {
@@ -78,9 +95,26 @@ func newSim(t *testing.T, seed uint64, lossy bool) *sim {
 		l := gcra.Limit{Interval: 1 + r.Int64N(2000), Burst: int64(MinBurstPerNode*nodes) + r.Int64N(40)}
 		s.keys, s.limits[k] = append(s.keys, k), l
 	}
+	short := r.IntN(2) == 0
+	if short {
+		// Leases of a few dozen intervals: many expire, refresh and
+		// reschedule within a history.
+		for _, k := range s.keys {
+			l := s.limits[k]
+			l.Interval = 1000 + r.Int64N(2_000_000)
+			s.limits[k] = l
+		}
+	}
 	// From a tenth of the limit to three times it.
 	s.gap = s.limits["a"].Interval * (1 + r.Int64N(20)) / 6
+	if r.IntN(2) == 0 {
+		s.gap = s.limits["a"].Interval / (2 + r.Int64N(10)) // saturated: schedules
+	}
+	s.oldPeers = r.IntN(6)
 	s.terms = Terms{Max: 1 + r.Int64N(20), TTL: time.Duration(1+r.Int64N(50)) * time.Duration(s.limits["a"].Interval) * time.Microsecond}
+	if short {
+		s.terms.TTL = time.Duration((5 + r.Int64N(100)) * s.limits["a"].Interval)
+	}
 	var err error
 	if s.g, err = NewGrantor(GrantorConfig{Name: s.owner}); err != nil {
 		t.Fatal(err)
@@ -165,7 +199,7 @@ func (s *sim) request() {
 	case Spent:
 		for _, k := range keys {
 			s.admitted[k] = append(s.admitted[k], admission{s.now, cost})
-			s.leases[p.from[k]].spent += cost
+			s.leases[p.from[k]].spend(s.t, cost, s.now)
 		}
 	case Forward:
 		s.decide(keys, cost, p)
@@ -209,6 +243,9 @@ func (s *sim) serve(m simMsg) {
 	}
 	rep := Reply{Owner: s.owner, Seq: m.ref.Seq}
 	for _, it := range m.ref.Items {
+		if s.r.IntN(10) < s.oldPeers {
+			it.Scheduled = false // as from a peer that does not know schedules
+		}
 		if rec := s.leases[fmt.Sprint(it.Return.Grantor, it.Return.Lease)]; it.Return.Lease != 0 && rec != nil {
 			if rec.peer != it.Peer {
 				s.t.Fatalf("%s returns lease %d of %s", it.Peer, it.Return.Lease, rec.peer)
@@ -219,6 +256,13 @@ func (s *sim) serve(m simMsg) {
 			s.t.Fatal(err)
 		}
 		s.tats[it.Key] = a.TAT
+		// What the owner writes for the grant (its TAT and its
+		// reservation folded, as the node persists them) stays within
+		// Reach, which decides when a key is rested.
+		res := s.g.Reservation("g", it.Key, s.now)
+		if persist := max(a.TAT, res.Until+res.Units*it.Limit.Interval); persist-s.now > Reach(it.Limit, it.Terms, 0) {
+			s.t.Fatalf("grant %+v writes a TAT %d ahead, beyond the reach %d", a, persist-s.now, Reach(it.Limit, it.Terms, 0))
+		}
 		if a.Credited > 0 {
 			rec := s.leases[fmt.Sprint(it.Return.Grantor, it.Return.Lease)]
 			rec.credits += a.Credited
@@ -227,7 +271,12 @@ func (s *sim) serve(m simMsg) {
 			}
 		}
 		if a.Outcome == Granted {
-			s.leases[fmt.Sprint(s.owner, a.Lease)] = &leaseRec{key: it.Key, peer: it.Peer, granted: a.Units, expires: s.now + a.TTL}
+			rec := &leaseRec{key: it.Key, peer: it.Peer, granted: a.Units, expires: s.now + a.TTL}
+			if a.Spacing > 0 {
+				rec.start, rec.spacing = s.now+a.Start, a.Spacing
+				s.scheduled++
+			}
+			s.leases[fmt.Sprint(s.owner, a.Lease)] = rec
 		}
 		rep.Answers = append(rep.Answers, a)
 	}
@@ -344,15 +393,22 @@ func (s *sim) attack() {
 		return
 	}
 	ref := Ref{Group: "g", Key: key, Owner: s.owner, Limit: s.limits[key], Terms: s.terms}
-	if s.r.IntN(2) == 0 {
-		s.now = max(s.now, p.h.keys[key].expires-1)
+	k := p.h.keys[key]
+	if last := k.nextAt + (k.units-1)*k.spacing; s.r.IntN(2) == 0 {
+		s.now = max(s.now, k.expires-1)
+	} else if k.spacing > 0 && last < k.expires {
+		s.now = max(s.now, last) // a schedule spent all at once, at its end
 	}
 	for p.h.Units(key, s.now) > 0 {
-		if v, err := p.h.Spend([]Ref{ref}, 1, s.now); err != nil || v.Outcome != Spent {
+		v, err := p.h.Spend([]Ref{ref}, 1, s.now)
+		if err == nil && v.Outcome == Refused && k.spacing > 0 {
+			break // the rest of the schedule is due after the lease ends
+		}
+		if err != nil || v.Outcome != Spent {
 			s.t.Fatalf("spend of a held unit: %+v %v", v, err)
 		}
 		s.admitted[key] = append(s.admitted[key], admission{s.now, 1})
-		s.leases[p.from[key]].spent++
+		s.leases[p.from[key]].spend(s.t, 1, s.now)
 	}
 	if rec := s.leases[p.from[key]]; s.now < rec.expires && s.r.IntN(2) == 0 {
 		if r, ok := p.h.Refresh(s.owner, s.now); ok {
@@ -448,6 +504,7 @@ func runSims(t *testing.T, chaos, lossy bool) {
 		rounds = 15
 	}
 	var spent, granted int64
+	scheduled := 0
 	for round := range rounds {
 		s := newSim(t, uint64(round), lossy)
 		for range steps {
@@ -468,12 +525,13 @@ func runSims(t *testing.T, chaos, lossy bool) {
 			spent += rec.spent
 			granted += rec.granted
 		}
+		scheduled += s.scheduled
 	}
 	// The histories must exercise leases, or the bound says nothing.
-	if spent == 0 || granted == 0 {
-		t.Fatalf("no leased unit was spent (granted %d)", granted)
+	if spent == 0 || granted == 0 || scheduled == 0 {
+		t.Fatalf("no leased unit was spent (granted %d), or no grant was scheduled (%d)", granted, scheduled)
 	}
-	t.Logf("%d units granted, %d spent from leases", granted, spent)
+	t.Logf("%d units granted, %d spent from leases, %d scheduled grants", granted, spent, scheduled)
 }
 
 func TestLease_property_admittedWithinBound(t *testing.T) { runSims(t, false, false) }

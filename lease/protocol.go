@@ -31,6 +31,10 @@ type Request struct {
 	// Return is the lease the peer held on the key and gave up when it
 	// sent this request.
 	Return Return
+	// Scheduled says the peer honours a scheduled grant (Answer.Spacing):
+	// it spends each unit no earlier than its time. Without it the owner
+	// grants only units that are spendable at once, as to older peers.
+	Scheduled bool
 }
 
 // Outcome says what the owner did with a request's ask.
@@ -85,6 +89,15 @@ type Answer struct {
 	RetryAfter int64
 	// Credited is how many returned units went back to the key.
 	Credited int64
+	// Start and Spacing, when Spacing > 0, make a Granted answer a
+	// scheduled grant (only to a Request with Scheduled set): the j-th of
+	// Units (j from 0) may be spent from Start + j×Spacing nanoseconds
+	// after the owner decided, which the peer measures from when the
+	// answer arrived. Start may be negative: the first units are
+	// spendable at once. Spacing is the key's interval T, and each unit's
+	// time is when GCRA would have admitted it; the grant is charged to
+	// the TAT like any other (see design.md §8).
+	Start, Spacing int64
 }
 
 // Refresh is one batched request from a peer to one owner: every key the

@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 )
 
@@ -130,7 +131,7 @@ func (h *Holder) refresh(owner string, now int64, include func(*held) bool) (Ref
 	for i, key := range keys {
 		k := h.keys[key]
 		k.refreshing = true
-		it := Request{Peer: h.cfg.Name, Group: k.ref.Group, Key: key, Limit: k.ref.Limit, Terms: k.ref.Terms, Label: k.ref.Label}
+		it := Request{Peer: h.cfg.Name, Group: k.ref.Group, Key: key, Limit: k.ref.Limit, Terms: k.ref.Terms, Label: k.ref.Label, Scheduled: true}
 		if h.wants(k, now) {
 			it.Demand = h.demand(k, now)
 		}
@@ -176,6 +177,12 @@ func (h *Holder) Apply(r Reply, now int64) (bool, error) {
 		switch a.Outcome {
 		case Granted:
 			k.units, k.grantor, k.lease, k.expires = a.Units, a.Grantor, a.Lease, p.sent+a.TTL
+			// A scheduled grant's times count from the answer's arrival,
+			// after the owner decided: never a unit before its time.
+			k.nextAt, k.spacing = math.MinInt64, 0 // all of it at once, whatever the caller's now
+			if a.Spacing > 0 {
+				k.nextAt, k.spacing = now+a.Start, a.Spacing
+			}
 			k.deniedUntil, k.quietUntil, k.saturated = 0, 0, a.RetryAfter > 0
 			if k.saturated {
 				k.deniedUntil = now + a.RetryAfter

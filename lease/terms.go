@@ -93,3 +93,31 @@ func Size(demand float64, t Terms) int64 {
 // Cap is the most units that may be outstanding at all peers together for a
 // key of limit l: half its burst, rounded down.
 func Cap(l gcra.Limit) int64 { return l.Burst / 2 }
+
+// Reach is how far beyond the moment it was written a TAT that leases of
+// limit l under terms t can set lies at most, in nanoseconds, for an owner
+// whose ledger has the given grace: the larger of
+//
+//   - Span + TTL/2: a scheduled grant's TAT (Grantor.Grant), whose last
+//     unit is due at most TTL/2 after the grant, charged like a decision;
+//   - TTL + Grace + ⌊B/2⌋·T: the TAT a node persists for a grant, the
+//     key's reservation folded at its latest expiry (leaselink, design.md
+//     §5), at most Cap(l) units out until TTL + Grace after the grant.
+//
+// Every other TAT the package returns (Effective, expiry folds, ordinary
+// grants) lies at most Span ahead. A key untouched for Reach since its last
+// write is rested, whatever its leases did. Saturates instead of
+// overflowing.
+func Reach(l gcra.Limit, t Terms, grace time.Duration) int64 {
+	scheduled := sat(l.Span(), t.ttlNanos()/2)
+	persisted := sat(sat(t.ttlNanos(), grace.Nanoseconds()), floorAt(0, Cap(l), l.Interval))
+	return max(l.Span(), scheduled, persisted)
+}
+
+// sat is a + b for non-negative a and b, saturating at math.MaxInt64.
+func sat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}

@@ -59,3 +59,18 @@ func TestSize(t *testing.T) {
 		t.Error("cap of burst 21 is not 10")
 	}
 }
+
+// Reach is the larger of a scheduled grant's TAT and the persisted
+// reservation: for the bench's hot key (1000/s, burst 100, ttl 250ms, 5ms
+// grace) the reservation, 250 + 5 + 50 ms; for a long span the schedule.
+func TestReach_largerOfScheduleAndReservation(t *testing.T) {
+	ms := int64(time.Millisecond)
+	hot := gcra.Limit{Interval: ms, Burst: 100}
+	if got := Reach(hot, Terms{Max: 10, TTL: 250 * time.Millisecond}, 5*time.Millisecond); got != 305*ms {
+		t.Fatalf("hot key: reach %dms, want 305ms", got/ms)
+	}
+	slow := gcra.Limit{Interval: 100 * ms, Burst: 40} // span 4s
+	if got := Reach(slow, Terms{Max: 10, TTL: time.Second}, 5*time.Millisecond); got != 4500*ms {
+		t.Fatalf("slow key: reach %dms, want 4.5s", got/ms)
+	}
+}

@@ -12,7 +12,10 @@
 // terms, consistency, shadow) and its Route, computed once by the
 // forwarding layer: it loads no policy and parses no key. A request on a
 // saturated key waits for one refresh to the owner (a probe) instead of a
-// hop each, within the caller's forward budget (Budgeter).
+// hop each, within the caller's forward budget (Budgeter); the probe's
+// answer is usually a scheduled grant (lease/design.md §8), whose units
+// the Link spends one interval apart, refusing in between with the exact
+// wait.
 // lease/design.md has the protocol; docs/architecture.md ("Leases") what
 // failures cost.
 //

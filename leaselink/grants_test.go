@@ -75,3 +75,32 @@ func TestGrants_HandleLease_failedWriteThroughRevokes(t *testing.T) {
 		t.Fatalf("Redis holds %d (%v) for a grant whose TAT is %d: the grant was not written through", tat, ok, ans[0].TAT)
 	}
 }
+
+// A scheduled grant at a saturated key: its units are for later, the TAT
+// it writes through lies beyond now + the span, and within lease.Reach.
+func TestGrants_HandleLease_scheduledGrantWritesWithinTheReach(t *testing.T) {
+	f := newTwinOwner(t)
+	gcfg := GrantConfig{Grantor: lease.DefaultGrantorConfig(), WriteTimeout: time.Second}
+	gcfg.Grantor.Name = "a#1"
+	g, err := NewGrants(gcfg, f.o, f.clk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.o.EnableLeases(g)
+	hot := gcra.Limit{Interval: 1_000_000, Burst: 100}
+	terms := lease.Terms{Max: 10, TTL: 250 * time.Millisecond}
+	item := lease.Request{Peer: "b#1", Group: "t1", Key: "weir:{t1}:hot:t1", Limit: hot, Terms: terms, Label: "hot", Demand: 1e6, Scheduled: true}
+	now := f.clk.Now().UnixNano()
+	if err := f.redis.StoreTATs(t.Context(), []redisbackend.TAT{{Key: item.Key, TAT: now + hot.Span(), Now: now}}); err != nil {
+		t.Fatal(err)
+	}
+	a := g.HandleLease(t.Context(), "b#1", lease.Refresh{Seq: 1, Items: []lease.Request{item}})[0]
+	if a.Err != nil || a.Outcome != lease.Granted || a.Units != 10 || a.Start != hot.Interval || a.Spacing != hot.Interval {
+		t.Fatalf("answer %+v, want 10 units from 1ms, 1ms apart", a)
+	}
+	tat, ok := f.redis.TAT(item.Key)
+	if reach := lease.Reach(hot, terms, gcfg.Grantor.Grace); !ok || tat < a.TAT || tat-now <= hot.Span() || tat-now > reach {
+		t.Fatalf("Redis holds %d ahead (%v) for a grant whose TAT is %d ahead; want beyond the span %d, within the reach %d",
+			tat-now, ok, a.TAT-now, hot.Span(), reach)
+	}
+}

@@ -70,7 +70,7 @@ func (l *Link) Spend(ctx context.Context, r *decide.Request, rt decide.Route, ou
 	case lease.Spent:
 		agg := gcra.Result{Allowed: true, Remaining: -1}
 		for i, ref := range refs {
-			out[i] = gcra.Result{Allowed: true, Remaining: l.h.Units(ref.Key, now)}
+			out[i] = gcra.Result{Allowed: true, Remaining: l.h.Ready(ref.Key, now)}
 			if agg.Remaining < 0 || out[i].Remaining < agg.Remaining {
 				agg.Remaining = out[i].Remaining
 			}

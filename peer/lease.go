@@ -111,6 +111,7 @@ func leaseRequestToProto(r lease.Refresh) *peerv1.LeaseRequest {
 			Limit:    &peerv1.Limit{IntervalNs: it.Limit.Interval, IntervalUs: gcra.CeilMicros(it.Limit.Interval), Burst: it.Limit.Burst},
 			MaxUnits: it.Terms.Max, TtlNs: it.Terms.TTL.Nanoseconds(), Label: it.Label, DemandPerS: it.Demand,
 			ReturnGrantor: it.Return.Grantor, ReturnLease: it.Return.Lease, ReturnUnspent: it.Return.Unspent,
+			Scheduled: it.Scheduled,
 		}
 	}
 	return req
@@ -129,7 +130,8 @@ func leaseRequestFromProto(req *peerv1.LeaseRequest) lease.Refresh {
 			Limit: gcra.Limit{Interval: iv, Burst: l.GetBurst()},
 			Terms: lease.Terms{Max: p.GetMaxUnits(), TTL: time.Duration(p.GetTtlNs())},
 			Label: p.GetLabel(), Demand: p.GetDemandPerS(),
-			Return: lease.Return{Grantor: p.GetReturnGrantor(), Lease: p.GetReturnLease(), Unspent: p.GetReturnUnspent()},
+			Return:    lease.Return{Grantor: p.GetReturnGrantor(), Lease: p.GetReturnLease(), Unspent: p.GetReturnUnspent()},
+			Scheduled: p.GetScheduled(),
 		}
 	}
 	return r
@@ -151,7 +153,7 @@ func leaseAnswerToProto(a LeaseAnswer) *peerv1.LeaseAnswer {
 	}
 	out := &peerv1.LeaseAnswer{
 		Grantor: a.Grantor, Lease: a.Lease, Units: a.Units, TtlNs: a.TTL,
-		RetryAfterNs: a.RetryAfter, Credited: a.Credited,
+		RetryAfterNs: a.RetryAfter, Credited: a.Credited, StartNs: a.Start, SpacingNs: a.Spacing,
 	}
 	if int(a.Outcome) < len(wireOutcomes) {
 		out.Outcome = wireOutcomes[a.Outcome]
@@ -185,5 +187,6 @@ func leaseAnswerFromProto(p *peerv1.LeaseAnswer) LeaseAnswer {
 	}
 	a.Grantor, a.Lease, a.Units, a.TTL = p.GetGrantor(), p.GetLease(), p.GetUnits(), p.GetTtlNs()
 	a.RetryAfter, a.Credited = p.GetRetryAfterNs(), p.GetCredited()
+	a.Start, a.Spacing = p.GetStartNs(), p.GetSpacingNs()
 	return a
 }

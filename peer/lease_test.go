@@ -90,3 +90,27 @@ func TestClient_Lease_answerShapes(t *testing.T) {
 		t.Fatalf("err = %v, want UNIMPLEMENTED", err)
 	}
 }
+
+// A scheduled grant crosses the wire: the peer's flag reaches the owner,
+// and the schedule's start and spacing come back.
+func TestClient_Lease_scheduledGrant(t *testing.T) {
+	now := int64(1_700_000_000_000_000_000)
+	h := newGrantHandler(t, now)
+	addr := startServer(t, h)
+	c, _ := newClient(t, nil)
+	it := tenantLease(1000)
+	it.Terms = lease.Terms{Max: 4, TTL: time.Second}
+	it.Scheduled = true
+	h.s.Put(it.Group, it.Key, now+it.Limit.Span()) // burst spent
+	ans, err := c.Lease(t.Context(), addr, lease.Refresh{Seq: 1, Items: []lease.Request{it}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !h.got[0].Scheduled {
+		t.Fatal("the owner did not see the peer's scheduled flag")
+	}
+	a := ans[0]
+	if a.Err != nil || a.Outcome != lease.Granted || a.Units != 4 || a.Start != it.Limit.Interval || a.Spacing != it.Limit.Interval {
+		t.Fatalf("answer %+v, want 4 units from one interval, one interval apart", a)
+	}
+}

@@ -178,6 +178,10 @@ type LeaseItem struct {
 	ReturnGrantor string `protobuf:"bytes,8,opt,name=return_grantor,json=returnGrantor,proto3" json:"return_grantor,omitempty"`
 	ReturnLease   uint64 `protobuf:"varint,9,opt,name=return_lease,json=returnLease,proto3" json:"return_lease,omitempty"`
 	ReturnUnspent int64  `protobuf:"varint,10,opt,name=return_unspent,json=returnUnspent,proto3" json:"return_unspent,omitempty"`
+	// The peer spends a scheduled grant's units no earlier than their times
+	// (LeaseAnswer.spacing_ns); without it only units spendable at once are
+	// granted.
+	Scheduled     bool `protobuf:"varint,11,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -282,6 +286,13 @@ func (x *LeaseItem) GetReturnUnspent() int64 {
 	return 0
 }
 
+func (x *LeaseItem) GetScheduled() bool {
+	if x != nil {
+		return x.Scheduled
+	}
+	return false
+}
+
 type LeaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
@@ -345,9 +356,14 @@ type LeaseAnswer struct {
 	TtlNs        int64  `protobuf:"varint,5,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
 	RetryAfterNs int64  `protobuf:"varint,6,opt,name=retry_after_ns,json=retryAfterNs,proto3" json:"retry_after_ns,omitempty"`
 	// Returned units credited back to the key.
-	Credited      int64  `protobuf:"varint,7,opt,name=credited,proto3" json:"credited,omitempty"`
-	NotOwner      string `protobuf:"bytes,8,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
-	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	Credited int64  `protobuf:"varint,7,opt,name=credited,proto3" json:"credited,omitempty"`
+	NotOwner string `protobuf:"bytes,8,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
+	Error    string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// A scheduled grant (spacing_ns > 0, only to an item with scheduled):
+	// the j-th unit (from 0) is spendable start_ns + j * spacing_ns after the
+	// owner decided, measured by the peer from the answer's arrival.
+	StartNs       int64 `protobuf:"varint,10,opt,name=start_ns,json=startNs,proto3" json:"start_ns,omitempty"`
+	SpacingNs     int64 `protobuf:"varint,11,opt,name=spacing_ns,json=spacingNs,proto3" json:"spacing_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -443,6 +459,20 @@ func (x *LeaseAnswer) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *LeaseAnswer) GetStartNs() int64 {
+	if x != nil {
+		return x.StartNs
+	}
+	return 0
+}
+
+func (x *LeaseAnswer) GetSpacingNs() int64 {
+	if x != nil {
+		return x.SpacingNs
+	}
+	return 0
 }
 
 type DecideRequest struct {
@@ -935,7 +965,7 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\fLeaseRequest\x12\x1b\n" +
 	"\tfrom_node\x18\x01 \x01(\tR\bfromNode\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12-\n" +
-	"\x05items\x18\x03 \x03(\v2\x17.weir.peer.v1.LeaseItemR\x05items\"\xbb\x02\n" +
+	"\x05items\x18\x03 \x03(\v2\x17.weir.peer.v1.LeaseItemR\x05items\"\xd9\x02\n" +
 	"\tLeaseItem\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12)\n" +
@@ -948,10 +978,11 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x0ereturn_grantor\x18\b \x01(\tR\rreturnGrantor\x12!\n" +
 	"\freturn_lease\x18\t \x01(\x04R\vreturnLease\x12%\n" +
 	"\x0ereturn_unspent\x18\n" +
-	" \x01(\x03R\rreturnUnspent\"V\n" +
+	" \x01(\x03R\rreturnUnspent\x12\x1c\n" +
+	"\tscheduled\x18\v \x01(\bR\tscheduled\"V\n" +
 	"\rLeaseResponse\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x123\n" +
-	"\aanswers\x18\x02 \x03(\v2\x19.weir.peer.v1.LeaseAnswerR\aanswers\"\xfe\x02\n" +
+	"\aanswers\x18\x02 \x03(\v2\x19.weir.peer.v1.LeaseAnswerR\aanswers\"\xb8\x03\n" +
 	"\vLeaseAnswer\x12;\n" +
 	"\aoutcome\x18\x01 \x01(\x0e2!.weir.peer.v1.LeaseAnswer.OutcomeR\aoutcome\x12\x18\n" +
 	"\agrantor\x18\x02 \x01(\tR\agrantor\x12\x14\n" +
@@ -961,7 +992,11 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x0eretry_after_ns\x18\x06 \x01(\x03R\fretryAfterNs\x12\x1a\n" +
 	"\bcredited\x18\a \x01(\x03R\bcredited\x12\x1b\n" +
 	"\tnot_owner\x18\b \x01(\tR\bnotOwner\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"`\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12\x19\n" +
+	"\bstart_ns\x18\n" +
+	" \x01(\x03R\astartNs\x12\x1d\n" +
+	"\n" +
+	"spacing_ns\x18\v \x01(\x03R\tspacingNs\"`\n" +
 	"\aOutcome\x12\v\n" +
 	"\aSETTLED\x10\x00\x12\v\n" +
 	"\aGRANTED\x10\x01\x12\n" +
