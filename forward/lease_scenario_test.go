@@ -260,10 +260,12 @@ func TestLeases_RunLeases_shutdown(t *testing.T) {
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Run has returned once Shutdown has (Shutdown waits for it); the
+	// goroutine's close comes just after, so wait for it, boundedly.
 	select {
 	case <-exited:
-	default:
-		t.Fatal("Shutdown returned before Run did")
+	case <-ctx.Done():
+		t.Fatal("Run did not return after Shutdown")
 	}
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatalf("second Shutdown: %v", err)
