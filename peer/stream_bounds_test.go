@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 )
 
@@ -167,5 +169,60 @@ func TestServer_DecideStream_answersOutOfOrder(t *testing.T) {
 	release()
 	if err := st.RecvMsg(&out); err != nil || out.GetId() != 1 || out.GetResults()[0].GetOverall().GetTatNs() != 666 {
 		t.Fatalf("second answer: %v, %v; want batch 1", &out, err)
+	}
+}
+
+// tokenHandler lets one call through per token, counting the calls inside
+// it at once.
+type tokenHandler struct {
+	tokens            chan struct{}
+	inside, maxInside atomic.Int64
+}
+
+func (h *tokenHandler) HandleDecide(_ context.Context, _ string, items []decide.Request) []Result {
+	n := h.inside.Add(1)
+	for m := h.maxInside.Load(); n > m && !h.maxInside.CompareAndSwap(m, n); m = h.maxInside.Load() {
+	}
+	<-h.tokens
+	h.inside.Add(-1)
+	out := make([]Result, len(items))
+	for i, it := range items {
+		out[i] = echo(it)
+	}
+	return out
+}
+
+// A stream has at most MaxStreamBatches batches in process: the owner
+// reads the next only once one is answered, and every batch is answered in
+// the end.
+func TestServer_DecideStream_boundsBatchesInProcess(t *testing.T) {
+	h := &tokenHandler{tokens: make(chan struct{})}
+	t.Cleanup(func() { close(h.tokens) })
+	st := openRawStream(t, grpclimittest.DialRaw(t, startBoundedServer(t, h)))
+	const sent = MaxStreamBatches + 4
+	for i := range sent {
+		raw, err := proto.Marshal(&peerv1.DecideBatch{Id: uint64(i + 1), Items: []*peerv1.Item{itemToProto(item(int64(i)))}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.SendMsg(&raw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the owner to take a full set of batches", func() bool { return h.inside.Load() >= MaxStreamBatches })
+	seen := map[uint64]bool{}
+	for range sent {
+		h.tokens <- struct{}{}
+		var out peerv1.DecideBatchResult
+		if err := st.RecvMsg(&out); err != nil {
+			t.Fatal(err)
+		}
+		seen[out.GetId()] = true
+	}
+	if len(seen) != sent {
+		t.Fatalf("answers for %d distinct batches, want %d", len(seen), sent)
+	}
+	if m := h.maxInside.Load(); m > MaxStreamBatches {
+		t.Fatalf("%d batches in process at once, bound %d", m, MaxStreamBatches)
 	}
 }
