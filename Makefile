@@ -98,7 +98,7 @@ bench-peers: check-deps
 # every plain `go test`.
 FUZZ_TARGETS = ./server:FuzzCodec_DecideRequest ./server:FuzzHTTP_decide \
   ./server:FuzzDecode_DecideRequest ./server:FuzzDecode_DecideBatchRequest ./server:FuzzEncode_BatchResponse \
-  ./policy:FuzzParse ./policy:FuzzParamsForKey ./peer:FuzzValidator ./gcra:FuzzDecide
+  ./policy:FuzzParse ./policy:FuzzParamsForKey ./intake:FuzzValidator ./peer:FuzzCodec_DecideBatch ./gcra:FuzzDecide
 FUZZTIME       ?= 60s
 FUZZTIME_SHORT ?= 2s
 

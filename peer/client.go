@@ -17,7 +17,8 @@ import (
 
 // Client is a node's one client of the node-to-node plane. It forwards
 // items to their owners over gRPC, coalescing concurrent items for the same
-// peer into one RPC (Decide), and sends lease refreshes (Lease) and region
+// peer into one batch on its DecideStream (Decide for large batches and
+// older peers), and sends lease refreshes (Lease) and region
 // reports (Send). It is safe for concurrent use; create one per node and
 // share it.
 //
@@ -78,7 +79,7 @@ func NewClient(cfg ClientConfig, logger *slog.Logger, reg prometheus.Registerer,
 // context.DeadlineExceeded) when Timeout passed first; ErrClosed or
 // ErrForgotten; or a wrapped gRPC error. After an error the item may or may
 // not have been decided by the owner: it was certainly not if it was still
-// queued, but an RPC already sent runs on (until its deadline) and its
+// queued, but a batch already sent is decided on (until its deadline) and its
 // answer is dropped.
 func (c *Client) Decide(ctx context.Context, addr string, it decide.Request) (Result, error) {
 	start := time.Now()

@@ -11,7 +11,7 @@ import (
 )
 
 // newCodec is the gRPC codec of the peer server: a weir.peer.v1
-// DecideRequest's wire form is scanned before it is decoded (scanRequest),
+// DecideRequest's or DecideBatch's wire form is scanned before it is decoded (scanRequest),
 // so a forged request of millions of tiny entries is refused before it
 // becomes millions of objects, and the server answers a refusal or a
 // malformed request with grpclimit.Refusal (INVALID_ARGUMENT) instead of
@@ -19,11 +19,24 @@ import (
 // added beside Peer, decode as usual.
 func newCodec() *grpclimit.Codec {
 	return grpclimit.NewCodec(func(v any) grpclimit.Check {
-		if _, ok := v.(*peerv1.DecideRequest); ok {
+		switch v.(type) {
+		case *peerv1.DecideRequest:
 			return scanRequest
+		case *peerv1.DecideBatch:
+			return scanBatch
 		}
 		return nil
 	})
+}
+
+// scanBatch checks a DecideBatch as scanRequest does a DecideRequest (its
+// items have the same field number), and refuses one larger than
+// MaxStreamBatchBytes.
+func scanBatch(b []byte) error {
+	if len(b) > MaxStreamBatchBytes {
+		return fmt.Errorf("%w: decide batch of %d bytes exceeds %d", grpclimit.ErrTooLarge, len(b), MaxStreamBatchBytes)
+	}
+	return scanRequest(b)
 }
 
 // errTooMany is a request or item with more entries than any valid one.

@@ -68,7 +68,8 @@ func (p *peerQueue) release(pc *peerConn) {
 // one that later RPCs use. After a cut heals, a connection whose packets
 // were dropped can stall for many seconds of TCP retransmission backoff;
 // a new one gets through at once. RPCs already running on pc go on until
-// they end, so a redial never fails a healthy forward.
+// they end, so a redial never fails a healthy forward; a DecideStream on pc
+// is retired (closed for sending) and ends once its batches are answered.
 func (p *peerQueue) redial(pc *peerConn) {
 	p.mu.Lock()
 	if p.mu.closeErr != nil || p.mu.conn != pc {
@@ -87,9 +88,13 @@ func (p *peerQueue) redial(pc *peerConn) {
 	if !idle {
 		p.mu.retired[pc] = struct{}{}
 	}
+	s := p.mu.stream
 	p.mu.Unlock()
 	if idle {
 		pc.conn.Close() // nothing runs on it; its error says nothing
+	}
+	if s != nil && s.pc == pc {
+		s.retire() // it ends once the peer answered the batches it holds
 	}
 }
 

@@ -80,7 +80,7 @@
 //
 // # Batching
 //
-// Concurrent items for the same peer are coalesced into one RPC of up to
+// Concurrent items for the same peer are coalesced into one batch of up to
 // ClientConfig.MaxBatch items, and never more than MaxRequestBytes; each
 // caller gets its own answer. The default
 // is chosen for latency: with Window 0 nothing ever waits on a timer. An item
@@ -94,7 +94,30 @@
 // gave ~23k, as timer wake-ups dominate. Fewer, fuller RPCs spend less CPU
 // per decision, which is what runs out first. Raise MaxInFlight on machines
 // with many cores or links with long round trips; set a Window only to cut
-// RPC counts at the cost of latency.
+// RPC counts at the cost of latency. ("RPC" above means a batch in flight:
+// see the next section for how batches travel.)
+//
+// # One stream per peer
+//
+// Batches travel on one long-lived bidirectional stream per peer,
+// weir.peer.v1.Peer/DecideStream, on the same connection and credentials
+// as every other call: one message per batch, carrying the batch's id and
+// its time budget, answered by one message naming the id. So a batch costs
+// no HTTP/2 HEADERS, stream setup or server goroutine start of its own, as
+// a unary call does. One goroutine per stream receives the answers, in any
+// order, and hands each to the sender waiting for it (the MaxInFlight
+// slots work as before). A stream that fails (the peer died, a reset, a
+// GOAWAY) fails the batches waiting on it at once, with the transport's
+// error; the next batch opens a new stream. A batch larger than
+// MaxStreamBatchBytes (only items near the largest valid one make one)
+// goes as a unary Decide call, which the owner's in-flight budget gates;
+// so does every batch for a minute after a peer answered the stream
+// UNIMPLEMENTED (a node of the previous version, during a rolling upgrade:
+// Decide is still served). The owner validates a stream batch exactly as a
+// Decide request (same codec checks, same codes, ending the stream) and
+// decides each in its own goroutine, at most MaxStreamBatches per stream
+// and MaxStreamsPerConn streams per connection, so a batch waiting for
+// Redis holds back no other and a peer cannot grow the owner's memory.
 //
 // # Deadlines
 //
@@ -102,9 +125,9 @@
 // ClientConfig.Timeout (a 1s ceiling by default: the caller's context is
 // meant to carry the real budget, which the router (package forward) derives from its own
 // caller's deadline), even if the peer hangs (frozen process, partition):
-// the caller stops waiting at once and gets ctx.Err() or ErrTimeout. The RPC
-// carrying a batch runs until the latest deadline among its items, so no
-// caller is cut short by another. An item whose caller gave up while it was
+// the caller stops waiting at once and gets ctx.Err() or ErrTimeout. A
+// batch is waited for until the latest deadline among its items, so no
+// caller is cut short by another; the owner decides it under that deadline. An item whose caller gave up while it was
 // still queued is never sent; one already sent may or may not have been
 // decided by the owner, and its answer is dropped.
 //

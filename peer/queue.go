@@ -39,19 +39,23 @@ type peerQueue struct {
 	metrics     *metrics
 	wg          *sync.WaitGroup // the Client's
 
-	// life is cancelled by close; it ends in-flight RPCs.
+	// life is cancelled by close; it ends in-flight RPCs and the stream.
 	life   context.Context
 	cancel context.CancelFunc
 
+	streamMu sync.Mutex // held to look up or open the stream (stream_client.go); before mu
+
 	mu struct {
 		sync.Mutex
-		queue    []*call
-		inflight int
-		expired  bool                   // the window of the oldest queued call passed
-		timer    *time.Timer            // running while the window is open
-		closeErr error                  // set once by close
-		conn     *peerConn              // the connection new RPCs use (conn.go)
-		retired  map[*peerConn]struct{} // replaced by redial, RPCs still on them
+		queue      []*call
+		inflight   int
+		expired    bool                   // the window of the oldest queued call passed
+		timer      *time.Timer            // running while the window is open
+		closeErr   error                  // set once by close
+		conn       *peerConn              // the connection new RPCs use (conn.go)
+		retired    map[*peerConn]struct{} // replaced by redial, RPCs still on them
+		stream     *decideStream          // the DecideStream batches use; nil before the first
+		unaryUntil time.Time              // forward with Decide calls until then (stream_client.go)
 	}
 }
 
@@ -193,19 +197,21 @@ func (p *peerQueue) run(batch []*call) {
 	}
 }
 
-// send makes one RPC for batch and answers every call in it. The RPC may run
-// until the latest of the callers' deadlines, so none is cut short.
+// send forwards batch and answers every call in it. It may wait until the
+// latest of the callers' deadlines, so none is cut short.
 func (p *peerQueue) send(batch []*call) {
 	ctx, cancel := latestDeadline(p.life, batch)
 	defer cancel()
-	req := &peerv1.DecideRequest{FromNode: p.from, Items: make([]*peerv1.Item, len(batch))}
+	items := make([]*peerv1.Item, len(batch))
+	size := protowire.SizeTag(2) + protowire.SizeBytes(len(p.from))
 	for i, cl := range batch {
-		req.Items[i] = cl.item
+		items[i] = cl.item
+		size += cl.size
 	}
 	p.metrics.batchSize.Observe(float64(len(batch)))
-	resp, err := p.decide(ctx, req)
-	if err == nil && len(resp.GetResults()) != len(batch) {
-		err = fmt.Errorf("peer: %s answered %d results for %d items", p.addr, len(resp.GetResults()), len(batch))
+	results, err := p.forward(ctx, items, size)
+	if err == nil && len(results) != len(batch) {
+		err = fmt.Errorf("peer: %s answered %d results for %d items", p.addr, len(results), len(batch))
 	}
 	if err != nil {
 		p.metrics.rpcErrors.Inc()
@@ -216,8 +222,32 @@ func (p *peerQueue) send(batch []*call) {
 		return
 	}
 	for i, cl := range batch {
-		cl.done <- answer{result: resultFromProto(resp.GetResults()[i])}
+		cl.done <- answer{result: resultFromProto(results[i])}
 	}
+}
+
+// forward sends items of size encoded bytes on the peer's DecideStream,
+// or as a Decide call when they are too large for a stream batch or the
+// peer serves no stream. A stream the peer answers UNIMPLEMENTED decided
+// nothing, so the batch goes again as a Decide call.
+func (p *peerQueue) forward(ctx context.Context, items []*peerv1.Item, size int) ([]*peerv1.ItemResult, error) {
+	if size+maxBatchHeaderBytes <= MaxStreamBatchBytes {
+		s, err := p.stream(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			rs, err := s.decide(ctx, &peerv1.DecideBatch{Items: items, FromNode: p.from})
+			if status.Code(err) != codes.Unimplemented {
+				return rs, err
+			}
+			p.mu.Lock()
+			p.mu.unaryUntil = time.Now().Add(unaryFor)
+			p.mu.Unlock()
+		}
+	}
+	resp, err := p.decide(ctx, &peerv1.DecideRequest{FromNode: p.from, Items: items})
+	return resp.GetResults(), err
 }
 
 // decide makes the Decide RPC on the current connection.
@@ -229,6 +259,10 @@ func (p *peerQueue) decide(ctx context.Context, req *peerv1.DecideRequest) (*pee
 	defer p.release(pc)
 	return pc.peer.Decide(ctx, req)
 }
+
+// maxBatchHeaderBytes bounds what a DecideBatch adds to a DecideRequest's
+// fields: its id and timeout, two varints of at most 10 bytes and a tag.
+const maxBatchHeaderBytes = 2 * (1 + 10)
 
 // rpcError explains a failed RPC: the close reason when the queue was
 // closed under it, ErrTimeout for a deadline, else the wrapped error.

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	regionv1 "github.com/weirhq/weir/api/weir/region/v1"
@@ -29,7 +30,7 @@ func Register(s grpc.ServiceRegistrar, h Handler, opts ...ServeOption) {
 	for _, o := range opts {
 		o(&sv)
 	}
-	peerv1.RegisterPeerServer(s, &server{h: h})
+	peerv1.RegisterPeerServer(s, &server{h: h, streams: newStreamCount(MaxStreamsPerConn)})
 	if sv.Region != nil {
 		regionv1.RegisterRegionServer(s, &regionServer{h: sv.Region})
 	}
@@ -53,7 +54,8 @@ func WithRegion(h RegionHandler) ServeOption {
 
 type server struct {
 	peerv1.UnimplementedPeerServer
-	h Handler
+	h       Handler
+	streams *streamCount // DecideStreams open per connection
 }
 
 // Decide converts the request, lets the Handler decide and converts back.
@@ -61,24 +63,43 @@ type server struct {
 // Handler that breaks its contract (wrong number of results) is an INTERNAL
 // error rather than a misaligned answer.
 func (s *server) Decide(ctx context.Context, req *peerv1.DecideRequest) (*peerv1.DecideResponse, error) {
-	if err := grpclimit.Refusal(req); err != nil {
+	if err := checkBatch(req, len(req.GetItems())); err != nil {
 		return nil, err
 	}
-	n := len(req.GetItems())
-	if n > MaxItems {
-		return nil, status.Errorf(codes.InvalidArgument, "peer: %d items exceed the limit of %d", n, MaxItems)
+	results, err := s.decide(ctx, req.GetFromNode(), req.GetItems())
+	if err != nil {
+		return nil, err
 	}
+	return &peerv1.DecideResponse{Results: results}, nil
+}
+
+// checkBatch returns the status for a batch of n items that must not be
+// decided: one the codec refused, or one of more than MaxItems items.
+func checkBatch(m proto.Message, n int) error {
+	if err := grpclimit.Refusal(m); err != nil {
+		return err
+	}
+	if n > MaxItems {
+		return status.Errorf(codes.InvalidArgument, "peer: %d items exceed the limit of %d", n, MaxItems)
+	}
+	return nil
+}
+
+// decide converts a checked batch, lets the Handler decide and converts
+// back, for Decide and DecideStream alike.
+func (s *server) decide(ctx context.Context, from string, batch []*peerv1.Item) ([]*peerv1.ItemResult, error) {
+	n := len(batch)
 	items := make([]decide.Request, n)
-	for i, p := range req.GetItems() {
+	for i, p := range batch {
 		items[i] = itemFromProto(p)
 	}
-	results := s.h.HandleDecide(ctx, req.GetFromNode(), items)
+	results := s.h.HandleDecide(ctx, from, items)
 	if len(results) != n {
 		return nil, status.Error(codes.Internal, fmt.Sprintf("peer: handler returned %d results for %d items", len(results), n))
 	}
-	resp := &peerv1.DecideResponse{Results: make([]*peerv1.ItemResult, n)}
+	out := make([]*peerv1.ItemResult, n)
 	for i, r := range results {
-		resp.Results[i] = resultToProto(r)
+		out[i] = resultToProto(r)
 	}
-	return resp, nil
+	return out, nil
 }

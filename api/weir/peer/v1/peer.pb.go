@@ -528,6 +528,155 @@ func (x *DecideRequest) GetFromNode() string {
 	return ""
 }
 
+// DecideBatch is one batch on DecideStream: a DecideRequest's fields under
+// the same numbers (so one wire check bounds both), plus the batch's id and
+// its time budget.
+type DecideBatch struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Items    []*Item                `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	FromNode string                 `protobuf:"bytes,2,opt,name=from_node,json=fromNode,proto3" json:"from_node,omitempty"`
+	// The sender's number for the batch, unique on its stream; the answer
+	// echoes it.
+	Id uint64 `protobuf:"varint,3,opt,name=id,proto3" json:"id,omitempty"`
+	// How long the sender waits for the answer, in nanoseconds from when the
+	// receiver reads the batch: the receiver decides under this deadline, as
+	// under a Decide call's. 0 means no deadline beyond the stream's.
+	TimeoutNs     int64 `protobuf:"varint,4,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideBatch) Reset() {
+	*x = DecideBatch{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideBatch) ProtoMessage() {}
+
+func (x *DecideBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideBatch.ProtoReflect.Descriptor instead.
+func (*DecideBatch) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DecideBatch) GetItems() []*Item {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *DecideBatch) GetFromNode() string {
+	if x != nil {
+		return x.FromNode
+	}
+	return ""
+}
+
+func (x *DecideBatch) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DecideBatch) GetTimeoutNs() int64 {
+	if x != nil {
+		return x.TimeoutNs
+	}
+	return 0
+}
+
+// DecideBatchResult answers the DecideBatch with the same id: results as a
+// DecideResponse's, or, when the batch failed as a whole (as a Decide call
+// fails with a status), code and error.
+type DecideBatchResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// One per batch item, in the same order.
+	Results []*ItemResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	// A gRPC status code (google.rpc.Code), 0 when results are set.
+	Code          int32  `protobuf:"varint,3,opt,name=code,proto3" json:"code,omitempty"`
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideBatchResult) Reset() {
+	*x = DecideBatchResult{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideBatchResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideBatchResult) ProtoMessage() {}
+
+func (x *DecideBatchResult) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideBatchResult.ProtoReflect.Descriptor instead.
+func (*DecideBatchResult) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DecideBatchResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DecideBatchResult) GetResults() []*ItemResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *DecideBatchResult) GetCode() int32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *DecideBatchResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // Item is one composite decision: every limit is checked and all are
 // committed only if all allow.
 type Item struct {
@@ -560,7 +709,7 @@ type Item struct {
 
 func (x *Item) Reset() {
 	*x = Item{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +721,7 @@ func (x *Item) String() string {
 func (*Item) ProtoMessage() {}
 
 func (x *Item) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[5]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +734,7 @@ func (x *Item) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Item.ProtoReflect.Descriptor instead.
 func (*Item) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{5}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Item) GetGroup() string {
@@ -662,7 +811,7 @@ type Limit struct {
 
 func (x *Limit) Reset() {
 	*x = Limit{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +823,7 @@ func (x *Limit) String() string {
 func (*Limit) ProtoMessage() {}
 
 func (x *Limit) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[6]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +836,7 @@ func (x *Limit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limit.ProtoReflect.Descriptor instead.
 func (*Limit) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{6}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Limit) GetIntervalUs() int64 {
@@ -721,7 +870,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +882,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[7]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +895,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{7}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DecideResponse) GetResults() []*ItemResult {
@@ -779,7 +928,7 @@ type ItemResult struct {
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +940,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +953,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ItemResult) GetOverall() *Result {
@@ -866,7 +1015,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1027,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1040,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Result) GetAllowed() bool {
@@ -1010,7 +1159,18 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x06FAILED\x10\x06\"V\n" +
 	"\rDecideRequest\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.weir.peer.v1.ItemR\x05items\x12\x1b\n" +
-	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\xcb\x01\n" +
+	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\"\x83\x01\n" +
+	"\vDecideBatch\x12(\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.weir.peer.v1.ItemR\x05items\x12\x1b\n" +
+	"\tfrom_node\x18\x02 \x01(\tR\bfromNode\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\x04R\x02id\x12\x1d\n" +
+	"\n" +
+	"timeout_ns\x18\x04 \x01(\x03R\ttimeoutNs\"\x81\x01\n" +
+	"\x11DecideBatchResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
+	"\aresults\x18\x02 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\x12\x12\n" +
+	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xcb\x01\n" +
 	"\x04Item\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12+\n" +
@@ -1045,9 +1205,10 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x0ereset_after_us\x18\x06 \x01(\x03R\fresetAfterUs\x12\x15\n" +
 	"\x06tat_ns\x18\a \x01(\x03R\x05tatNs\x12$\n" +
 	"\x0eretry_after_ns\x18\b \x01(\x03R\fretryAfterNs\x12$\n" +
-	"\x0ereset_after_ns\x18\t \x01(\x03R\fresetAfterNs2\x8d\x01\n" +
+	"\x0ereset_after_ns\x18\t \x01(\x03R\fresetAfterNs2\xdd\x01\n" +
 	"\x04Peer\x12C\n" +
-	"\x06Decide\x12\x1b.weir.peer.v1.DecideRequest\x1a\x1c.weir.peer.v1.DecideResponse\x12@\n" +
+	"\x06Decide\x12\x1b.weir.peer.v1.DecideRequest\x1a\x1c.weir.peer.v1.DecideResponse\x12N\n" +
+	"\fDecideStream\x12\x19.weir.peer.v1.DecideBatch\x1a\x1f.weir.peer.v1.DecideBatchResult(\x010\x01\x12@\n" +
 	"\x05Lease\x12\x1a.weir.peer.v1.LeaseRequest\x1a\x1b.weir.peer.v1.LeaseResponseB0Z.github.com/weirhq/weir/api/weir/peer/v1;peerv1b\x06proto3"
 
 var (
@@ -1063,39 +1224,45 @@ func file_api_weir_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_api_weir_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_api_weir_peer_v1_peer_proto_goTypes = []any{
-	(LeaseAnswer_Outcome)(0), // 0: weir.peer.v1.LeaseAnswer.Outcome
-	(*LeaseRequest)(nil),     // 1: weir.peer.v1.LeaseRequest
-	(*LeaseItem)(nil),        // 2: weir.peer.v1.LeaseItem
-	(*LeaseResponse)(nil),    // 3: weir.peer.v1.LeaseResponse
-	(*LeaseAnswer)(nil),      // 4: weir.peer.v1.LeaseAnswer
-	(*DecideRequest)(nil),    // 5: weir.peer.v1.DecideRequest
-	(*Item)(nil),             // 6: weir.peer.v1.Item
-	(*Limit)(nil),            // 7: weir.peer.v1.Limit
-	(*DecideResponse)(nil),   // 8: weir.peer.v1.DecideResponse
-	(*ItemResult)(nil),       // 9: weir.peer.v1.ItemResult
-	(*Result)(nil),           // 10: weir.peer.v1.Result
+	(LeaseAnswer_Outcome)(0),  // 0: weir.peer.v1.LeaseAnswer.Outcome
+	(*LeaseRequest)(nil),      // 1: weir.peer.v1.LeaseRequest
+	(*LeaseItem)(nil),         // 2: weir.peer.v1.LeaseItem
+	(*LeaseResponse)(nil),     // 3: weir.peer.v1.LeaseResponse
+	(*LeaseAnswer)(nil),       // 4: weir.peer.v1.LeaseAnswer
+	(*DecideRequest)(nil),     // 5: weir.peer.v1.DecideRequest
+	(*DecideBatch)(nil),       // 6: weir.peer.v1.DecideBatch
+	(*DecideBatchResult)(nil), // 7: weir.peer.v1.DecideBatchResult
+	(*Item)(nil),              // 8: weir.peer.v1.Item
+	(*Limit)(nil),             // 9: weir.peer.v1.Limit
+	(*DecideResponse)(nil),    // 10: weir.peer.v1.DecideResponse
+	(*ItemResult)(nil),        // 11: weir.peer.v1.ItemResult
+	(*Result)(nil),            // 12: weir.peer.v1.Result
 }
 var file_api_weir_peer_v1_peer_proto_depIdxs = []int32{
 	2,  // 0: weir.peer.v1.LeaseRequest.items:type_name -> weir.peer.v1.LeaseItem
-	7,  // 1: weir.peer.v1.LeaseItem.limit:type_name -> weir.peer.v1.Limit
+	9,  // 1: weir.peer.v1.LeaseItem.limit:type_name -> weir.peer.v1.Limit
 	4,  // 2: weir.peer.v1.LeaseResponse.answers:type_name -> weir.peer.v1.LeaseAnswer
 	0,  // 3: weir.peer.v1.LeaseAnswer.outcome:type_name -> weir.peer.v1.LeaseAnswer.Outcome
-	6,  // 4: weir.peer.v1.DecideRequest.items:type_name -> weir.peer.v1.Item
-	7,  // 5: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
-	9,  // 6: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
-	10, // 7: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
-	10, // 8: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
-	5,  // 9: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
-	1,  // 10: weir.peer.v1.Peer.Lease:input_type -> weir.peer.v1.LeaseRequest
-	8,  // 11: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
-	3,  // 12: weir.peer.v1.Peer.Lease:output_type -> weir.peer.v1.LeaseResponse
-	11, // [11:13] is the sub-list for method output_type
-	9,  // [9:11] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	8,  // 4: weir.peer.v1.DecideRequest.items:type_name -> weir.peer.v1.Item
+	8,  // 5: weir.peer.v1.DecideBatch.items:type_name -> weir.peer.v1.Item
+	11, // 6: weir.peer.v1.DecideBatchResult.results:type_name -> weir.peer.v1.ItemResult
+	9,  // 7: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
+	11, // 8: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
+	12, // 9: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
+	12, // 10: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
+	5,  // 11: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
+	6,  // 12: weir.peer.v1.Peer.DecideStream:input_type -> weir.peer.v1.DecideBatch
+	1,  // 13: weir.peer.v1.Peer.Lease:input_type -> weir.peer.v1.LeaseRequest
+	10, // 14: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
+	7,  // 15: weir.peer.v1.Peer.DecideStream:output_type -> weir.peer.v1.DecideBatchResult
+	3,  // 16: weir.peer.v1.Peer.Lease:output_type -> weir.peer.v1.LeaseResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_peer_v1_peer_proto_init() }
@@ -1109,7 +1276,7 @@ func file_api_weir_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_peer_v1_peer_proto_rawDesc), len(file_api_weir_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

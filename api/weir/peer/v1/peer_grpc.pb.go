@@ -22,8 +22,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Decide_FullMethodName = "/weir.peer.v1.Peer/Decide"
-	Peer_Lease_FullMethodName  = "/weir.peer.v1.Peer/Lease"
+	Peer_Decide_FullMethodName       = "/weir.peer.v1.Peer/Decide"
+	Peer_DecideStream_FullMethodName = "/weir.peer.v1.Peer/DecideStream"
+	Peer_Lease_FullMethodName        = "/weir.peer.v1.Peer/Lease"
 )
 
 // PeerClient is the client API for Peer service.
@@ -36,6 +37,14 @@ type PeerClient interface {
 	// result per item in the same order. Items the receiver does not own are
 	// answered with not_owner, not decided.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// DecideStream carries the same batches as Decide over one long-lived
+	// stream per pair of nodes: the sender writes one DecideBatch per batch,
+	// the receiver answers each with one DecideBatchResult naming its id, in
+	// any order. A malformed or oversized batch ends the stream with the
+	// status Decide would answer (INVALID_ARGUMENT, RESOURCE_EXHAUSTED).
+	// A receiver that does not serve it answers UNIMPLEMENTED and the sender
+	// uses Decide.
+	DecideStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DecideBatch, DecideBatchResult], error)
 	// Lease is one peer's batched lease refresh to one owner: per key, it
 	// settles the lease the peer gives back and asks for a new one sized from
 	// the peer's demand. One answer per item, in the same order. Items the
@@ -61,6 +70,19 @@ func (c *peerClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *peerClient) DecideStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[DecideBatch, DecideBatchResult], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_DecideStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DecideBatch, DecideBatchResult]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_DecideStreamClient = grpc.BidiStreamingClient[DecideBatch, DecideBatchResult]
+
 func (c *peerClient) Lease(ctx context.Context, in *LeaseRequest, opts ...grpc.CallOption) (*LeaseResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(LeaseResponse)
@@ -81,6 +103,14 @@ type PeerServer interface {
 	// result per item in the same order. Items the receiver does not own are
 	// answered with not_owner, not decided.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// DecideStream carries the same batches as Decide over one long-lived
+	// stream per pair of nodes: the sender writes one DecideBatch per batch,
+	// the receiver answers each with one DecideBatchResult naming its id, in
+	// any order. A malformed or oversized batch ends the stream with the
+	// status Decide would answer (INVALID_ARGUMENT, RESOURCE_EXHAUSTED).
+	// A receiver that does not serve it answers UNIMPLEMENTED and the sender
+	// uses Decide.
+	DecideStream(grpc.BidiStreamingServer[DecideBatch, DecideBatchResult]) error
 	// Lease is one peer's batched lease refresh to one owner: per key, it
 	// settles the lease the peer gives back and asks for a new one sized from
 	// the peer's demand. One answer per item, in the same order. Items the
@@ -98,6 +128,9 @@ type UnimplementedPeerServer struct{}
 
 func (UnimplementedPeerServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedPeerServer) DecideStream(grpc.BidiStreamingServer[DecideBatch, DecideBatchResult]) error {
+	return status.Error(codes.Unimplemented, "method DecideStream not implemented")
 }
 func (UnimplementedPeerServer) Lease(context.Context, *LeaseRequest) (*LeaseResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Lease not implemented")
@@ -141,6 +174,13 @@ func _Peer_Decide_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_DecideStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).DecideStream(&grpc.GenericServerStream[DecideBatch, DecideBatchResult]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_DecideStreamServer = grpc.BidiStreamingServer[DecideBatch, DecideBatchResult]
+
 func _Peer_Lease_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(LeaseRequest)
 	if err := dec(in); err != nil {
@@ -175,6 +215,13 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Peer_Lease_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "DecideStream",
+			Handler:       _Peer_DecideStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "api/weir/peer/v1/peer.proto",
 }
