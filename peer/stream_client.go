@@ -141,6 +141,15 @@ func (s *decideStream) decide(ctx context.Context, b *peerv1.DecideBatch) ([]*pe
 	if d, ok := ctx.Deadline(); ok {
 		b.TimeoutNs = max(int64(time.Until(d)), 1)
 	}
+	// A batch not answered by its deadline ends the stream, as a Decide
+	// call's deadline cancels the call: the owner drops what it still holds
+	// of the stream (its context ends), and a Send blocked because the owner
+	// stopped reading (a frozen process fills the flow-control window)
+	// returns, so the next batch opens a new stream instead of queueing
+	// behind this one. With one batch in flight per peer (the default)
+	// nothing else waits on the stream.
+	stop := context.AfterFunc(ctx, func() { s.end(errBatchExpired) })
+	defer stop()
 	s.sendMu.Lock()
 	err = s.st.Send(b)
 	s.sendMu.Unlock()
@@ -160,6 +169,9 @@ func (s *decideStream) decide(ctx context.Context, b *peerv1.DecideBatch) ([]*pe
 		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
+
+// errBatchExpired ends a stream on which a batch outlived its deadline.
+var errBatchExpired = status.Error(codes.DeadlineExceeded, "peer: a batch's deadline passed before the owner answered")
 
 // register gives b an id and a channel for its answer.
 func (s *decideStream) register(b *peerv1.DecideBatch) (chan *peerv1.DecideBatchResult, error) {

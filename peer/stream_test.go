@@ -3,6 +3,7 @@ package peer
 import (
 	"context"
 	"errors"
+	"fmt"
 	stdnet "net"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	"github.com/weirhq/weir/decide"
+	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/grpclimit/grpclimittest"
 )
 
@@ -298,5 +300,56 @@ func TestClient_Decide_streamBatchError(t *testing.T) {
 	}
 	if s := n.streams.Load(); s != 1 {
 		t.Fatalf("%d streams, want 1", s)
+	}
+}
+
+// stallingServer is an owner whose first DecideStream never reads (a
+// frozen process: its flow-control window is never returned); later
+// streams are served as usual.
+type stallingServer struct {
+	peerv1.UnimplementedPeerServer
+	s       *server
+	streams atomic.Int64
+	gate    chan struct{}
+}
+
+func (u *stallingServer) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideBatch, peerv1.DecideBatchResult]) error {
+	if u.streams.Add(1) == 1 {
+		select {
+		case <-u.gate:
+		case <-st.Context().Done():
+		}
+		return nil
+	}
+	return u.s.DecideStream(st)
+}
+
+// A batch the owner does not answer by its deadline (here: the owner stopped
+// reading the stream, as a frozen process does) ends its stream, so the
+// next call opens a new stream and is answered, instead of being sent on
+// to an owner that never reads it; a batch larger than the stream's
+// flow-control window also shows that a Send the window holds back does
+// not keep the sending slot.
+func TestClient_Decide_streamSendStallEndsStream(t *testing.T) {
+	gate, _ := newGate(t)
+	h := &fakeHandler{}
+	srv := &stallingServer{s: &server{h: h, streams: newStreamCount(MaxStreamsPerConn)}, gate: gate}
+	addr, _ := serveCountingCalls(t, h, func(s *grpc.Server) { peerv1.RegisterPeerServer(s, srv) })
+	c, _ := newClient(t, nil) // one batch in flight per peer: one sending slot
+	big := item(1)
+	for i := range 200 { // about 100 KiB: more than the stream's 64 KiB window
+		big.Keys = append(big.Keys, fmt.Sprintf("weir:{acme}:%03d:%s", i, strings.Repeat("k", 480)))
+		big.Limits = append(big.Limits, gcra.Limit{Interval: 1000, Burst: 10})
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Decide(ctx, addr, big); err == nil {
+		t.Fatal("a batch to an owner that never reads was answered")
+	}
+	if r, err := c.Decide(t.Context(), addr, item(9)); err != nil || r.Overall.TAT != 9 {
+		t.Fatalf("the next call: %+v, %v; want it answered on a new stream", r, err)
+	}
+	if n := srv.streams.Load(); n != 2 {
+		t.Fatalf("%d streams opened, want 2", n)
 	}
 }
