@@ -35,10 +35,10 @@
 //	agg, err := o.Decide(ctx, r, out) // the forwarding layer found this node the owner
 //
 // The caller's duties: call OwnershipChanging before every ring change,
-// and Drop after it with the keys
-// whose group moved away (and with every key on leave); call Beat every
-// BeatEvery from one goroutine after StartHeartbeat, and at once when
-// ThawRequests fires; call Sweep periodically instead of the memory's own.
+// and Drop after it with the keys whose group moved away (and with every
+// key on leave); call Beat every BeatEvery from one goroutine after
+// StartHeartbeat, and at once when ThawRequests fires; call Sweep
+// periodically instead of the memory's own.
 //
 // Concurrency: an Owner is safe for concurrent use. Decisions run on their
 // callers' goroutines, ordered against hand-offs by the memory's epoch

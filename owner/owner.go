@@ -225,8 +225,9 @@ func (o *Owner) owns(group string) bool { return o.deps.Ring.Owner(group) == o.c
 
 // MayWait reports whether deciding key of group, a group this node owns,
 // may wait on another process: the limit is strict (Redis decides), or
-// this owner must first load the key from Redis (it does not hold it, or
-// a thaw is pending). Safe for concurrent use; no I/O.
+// this owner must first load the key from Redis (it does not hold it and
+// the load rule is not likely to rest it, see rested.Rule.Likely; or a
+// thaw is pending). Safe for concurrent use; no I/O.
 func (o *Owner) MayWait(group, key string, strict bool) bool {
 	if o.deps.Redis == nil {
 		return false
@@ -234,7 +235,10 @@ func (o *Owner) MayWait(group, key string, strict bool) bool {
 	if strict || o.thawPending() {
 		return true
 	}
-	return !o.known(o.deps.Mem.Epoch(), group, key, -1)
+	if o.deps.Mem.Has(group, key) {
+		return false
+	}
+	return !o.rested.Likely(o.deps.Mem.Epoch(), key) // a hint: the span is unknown here
 }
 
 // OwnershipChanging tells the owner that the ring is about to change: the

@@ -192,3 +192,24 @@ func TestOwner_HandleDecide_restedKeysDecideFromMemory(t *testing.T) {
 		t.Fatalf("%d loads, want 0", f.loads())
 	}
 }
+
+// MayWait, which knows no span, guesses with the widest span decided so
+// far: once that has rested, an absent key is not expected to wait.
+func TestOwner_MayWait_restedKeysDoNotWait(t *testing.T) {
+	f := newTwinOwner(t)
+	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
+	key := "weir:{t1}:per-user:t1:u9"
+	if !f.o.MayWait("t1", key, false) {
+		t.Fatal("no span seen yet: an absent key may wait")
+	}
+	if _, err := f.decide(t, f.userRequest("u1")); err != nil {
+		t.Fatal(err)
+	}
+	if f.o.MayWait("t1", key, false) || !f.o.MayWait("t1", key, true) {
+		t.Fatal("a rested fast key may wait, or a strict one may not")
+	}
+	f.o.Drop(t.Context(), func(string) bool { return false })
+	if !f.o.MayWait("t1", key, false) {
+		t.Fatal("an absent key after a drop is not expected to wait")
+	}
+}

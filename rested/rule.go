@@ -59,6 +59,8 @@ type Rule struct {
 	margin int64     // nanoseconds
 	swept  *sweptSet // nil with MaxSwept 0
 	owned  atomic.Pointer[stretch]
+	// widest is the longest span Rested was asked about: Likely's guess.
+	widest atomic.Int64
 }
 
 // stretch is one stretch of unchanged ownership: it began since
@@ -134,6 +136,9 @@ func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
 	if span < 0 {
 		return false
 	}
+	if span > r.widest.Load() {
+		r.widest.Store(span) // a race may keep the smaller: Likely only guesses
+	}
 	s := r.owned.Load()
 	if s.epoch == epoch {
 		return r.elapsed()-s.since >= span+r.margin
@@ -142,4 +147,16 @@ func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
 		r.owned.CompareAndSwap(s, &stretch{epoch: epoch, since: r.elapsed()})
 	}
 	return false
+}
+
+// Likely is Rested for a caller that does not know key's span: it guesses
+// the longest span Rested has been asked about (none yet: not rested). A
+// hint, never a decision: it may be wrong either way when limits change.
+func (r *Rule) Likely(epoch uint64, key string) bool {
+	if r.swept != nil && r.swept.has(epoch, key) {
+		return true
+	}
+	w := r.widest.Load()
+	s := r.owned.Load()
+	return w > 0 && s.epoch == epoch && r.elapsed()-s.since >= w+r.margin
 }

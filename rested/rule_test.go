@@ -96,3 +96,21 @@ func TestConfig_Validate(t *testing.T) {
 		t.Error("New without a clock")
 	}
 }
+
+// Likely guesses with the longest span asked about so far.
+func TestRule_Likely_guessesTheWidestSpan(t *testing.T) {
+	r, clk := newRule(t, 0)
+	clk.Advance(10 * time.Second)
+	if r.Likely(0, "k") {
+		t.Fatal("likely rested before any span was seen")
+	}
+	r.Rested(0, "a", span)
+	r.Rested(0, "b", 20*int64(time.Second))
+	if r.Likely(0, "k") {
+		t.Fatal("likely rested within the widest span + margin")
+	}
+	clk.Advance(12 * time.Second)
+	if !r.Likely(0, "k") || r.Likely(1, "k") {
+		t.Fatal("Likely did not follow the widest span and the epoch")
+	}
+}
