@@ -34,10 +34,28 @@ func (f *twinOwner) spendAt(t *testing.T, key string, l gcra.Limit, at int64) in
 
 func (f *twinOwner) loads() int { return f.redis.Calls(redistest.OpLoad) }
 
+// newRestedOwner is newTwinOwner once its first ring is installed, when
+// its ownership begins.
+func newRestedOwner(t *testing.T) *twinOwner {
+	f := newTwinOwner(t)
+	f.o.OwnershipChanging()
+	return f
+}
+
+// Before its first ring an owner rests nothing: a node that has not joined
+// its cluster would own every group while the others decide them.
+func TestOwner_Decide_nothingRestsBeforeTheFirstRing(t *testing.T) {
+	f := newTwinOwner(t)
+	f.clk.Advance(10 * margin)
+	if _, err := f.decide(t, f.userRequest("u1")); err != nil || f.loads() != 1 {
+		t.Fatalf("%v, %d loads; want 1", err, f.loads())
+	}
+}
+
 // Past span + margin, first touches need no load, and decide as a load
 // would have: the previous owner's TAT is in the past.
 func TestOwner_Decide_ownedPastSpanAndMarginNeedsNoLoad(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	r := f.userRequest("u1")
 	f.clk.Advance(margin)
 	f.spendAt(t, r.Keys[1], tenantLimit, f.now()) // its last decision, as late as the margin allows
@@ -61,7 +79,7 @@ func TestOwner_Decide_ownedPastSpanAndMarginNeedsNoLoad(t *testing.T) {
 // the previous owner wrote at the margin's end is honoured. The per-user
 // key (shorter span) is already rested: only the per-tenant key is loaded.
 func TestOwner_Decide_withinSpanAndMarginLoads(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	r := f.userRequest("u1")
 	f.clk.Advance(margin)
 	spent := f.spendAt(t, r.Keys[1], tenantLimit, f.now()) // as late as the margin allows
@@ -88,7 +106,7 @@ func TestOwner_Decide_withinSpanAndMarginLoads(t *testing.T) {
 // owner left is loaded and honoured. Without OwnershipChanging the owner
 // would count its ownership from New and read the key as rested.
 func TestOwner_OwnershipChanging_restartsTheRule(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	f.clk.Advance(10 * margin) // owned for long
 	f.ring.move("b")
 	f.o.OwnershipChanging() // the group comes back: "b" decided it until now
@@ -126,7 +144,7 @@ func TestOwner_Drop_restartsTheRule(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newTwinOwner(t)
+			f := newRestedOwner(t)
 			f.clk.Advance(10 * margin)
 			if tc.pre != nil {
 				tc.pre(f)
@@ -145,7 +163,7 @@ func TestOwner_Drop_restartsTheRule(t *testing.T) {
 // A leasable key's span includes the lease TTL: a grant's write-through
 // folds its units at the lease's expiry.
 func TestOwner_Decide_leasableSpanIncludesTTL(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	terms := &lease.Terms{Max: 2, TTL: time.Second}
 	req := func(user string) *decide.Request {
 		return &decide.Request{Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:" + user}, Limits: []gcra.Limit{userLimit},
@@ -164,7 +182,7 @@ func TestOwner_Decide_leasableSpanIncludesTTL(t *testing.T) {
 // Keys whose span the owner cannot tell always load: a global key (decided
 // at a regional share) and a key touched without its limit (UpdateOwned).
 func TestOwner_Decide_unknownSpanLoads(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	f.clk.Advance(10 * margin)
 	r := &decide.Request{Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:u1"}, Limits: []gcra.Limit{userLimit},
 		Defs: []*decide.Def{{Name: "per-user", Global: true}}, Cost: 1, Now: f.now()}
@@ -180,7 +198,7 @@ func TestOwner_Decide_unknownSpanLoads(t *testing.T) {
 // Forwarded work on rested keys is decided from memory (HandleDecide's
 // fast path), with no load.
 func TestOwner_HandleDecide_restedKeysDecideFromMemory(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
 	res := f.o.HandleDecide(t.Context(), "b", []decide.Request{*f.userRequest("u1"), *f.userRequest("u2")})
 	for i, r := range res {
@@ -196,7 +214,7 @@ func TestOwner_HandleDecide_restedKeysDecideFromMemory(t *testing.T) {
 // MayWait, which knows no span, guesses with the widest span decided so
 // far: once that has rested, an absent key is not expected to wait.
 func TestOwner_MayWait_restedKeysDoNotWait(t *testing.T) {
-	f := newTwinOwner(t)
+	f := newRestedOwner(t)
 	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
 	key := "weir:{t1}:per-user:t1:u9"
 	if !f.o.MayWait("t1", key, false) {

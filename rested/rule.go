@@ -3,6 +3,7 @@ package rested
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +23,9 @@ type Config struct {
 	// (docs/architecture.md, "The load rule"). A crashed or leaving owner
 	// needs none: it stopped deciding before this node took over.
 	// It must also cover the lease grace (lease.GrantorConfig.Grace, 5ms
-	// by default), which the caller does not add to a span.
+	// by default), which the caller does not add to a span, and the age of
+	// a forwarded request's stamp (decided at its receiving node's Now:
+	// milliseconds, within the forward timeout).
 	Margin time.Duration
 	// MaxSwept bounds the keys remembered as swept, so that their next
 	// decision needs no load even within a key's span of an ownership
@@ -64,15 +67,20 @@ type Rule struct {
 }
 
 // stretch is one stretch of unchanged ownership: it began since
-// nanoseconds after born (on clk), at memory epoch epoch.
+// nanoseconds after born (on clk), at memory epoch epoch; notYet before the
+// first Restart.
 type stretch struct {
 	epoch uint64
 	since int64
 }
 
+const notYet = math.MaxInt64
+
 // New returns a Rule on clk, the owner's clock (it measures how long
-// ownership has lasted; only durations are read). Ownership begins now, at
-// memory epoch 0.
+// ownership has lasted; only durations are read). Ownership begins at the
+// first Restart, when the owner's first ring is installed: until then the
+// ring is empty, and a node that has not joined its cluster yet would own
+// every group while the others decide them.
 func New(cfg Config, clk clock.Clock) (*Rule, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -84,7 +92,7 @@ func New(cfg Config, clk clock.Clock) (*Rule, error) {
 	if cfg.MaxSwept > 0 {
 		r.swept = newSweptSet(cfg.MaxSwept)
 	}
-	r.owned.Store(&stretch{})
+	r.owned.Store(&stretch{since: notYet})
 	return r, nil
 }
 
@@ -143,7 +151,7 @@ func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
 	if s.epoch == epoch {
 		return r.elapsed()-s.since >= span+r.margin
 	}
-	if epoch > s.epoch { // the memory was dropped since: ownership restarts
+	if epoch > s.epoch && s.since != notYet { // the memory was dropped since: ownership restarts
 		r.owned.CompareAndSwap(s, &stretch{epoch: epoch, since: r.elapsed()})
 	}
 	return false

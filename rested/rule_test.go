@@ -16,6 +16,7 @@ func newRule(t *testing.T, maxSwept int) (*Rule, *clocktest.Manual) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.Restart(0) // the first ring
 	return r, clk
 }
 
@@ -112,5 +113,24 @@ func TestRule_Likely_guessesTheWidestSpan(t *testing.T) {
 	clk.Advance(12 * time.Second)
 	if !r.Likely(0, "k") || r.Likely(1, "k") {
 		t.Fatal("Likely did not follow the widest span and the epoch")
+	}
+}
+
+// Nothing rests before the first Restart (the owner's first ring), however
+// long ago New was.
+func TestRule_Rested_notBeforeTheFirstRing(t *testing.T) {
+	clk := clocktest.NewManual(time.Unix(1000, 0))
+	r, err := New(DefaultConfig(), clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	if r.Rested(0, "k", span) || r.Rested(1, "k", span) || r.Likely(0, "k") {
+		t.Fatal("rested before the first ring")
+	}
+	r.Restart(1)
+	clk.Advance(DefaultConfig().Margin + time.Duration(span))
+	if !r.Rested(1, "k", span) {
+		t.Fatal("not rested span + margin after the first ring")
 	}
 }
