@@ -136,11 +136,12 @@ func movingError(group, owner string) error {
 }
 
 // ensureLoaded loads from Redis the TATs of r's keys that this owner
-// neither holds nor knows rested (known), so that no key starts from a full
-// burst while Redis remembers it. Concurrent first touches may both load; Put keeps
-// the later TAT, so that costs a read, never correctness. It returns
-// memstore.ErrStaleEpoch when keys were dropped since epoch: the load may
-// predate the hand-off, and this node may no longer own the keys.
+// neither holds nor knows rested (known), so that no key starts from a
+// full burst while Redis remembers it. Concurrent first touches may both
+// load; Put keeps the later TAT, so that costs a read, never correctness.
+// It returns memstore.ErrStaleEpoch when keys were dropped since epoch:
+// the load may predate the hand-off, and this node may no longer own the
+// keys.
 func (o *Owner) ensureLoaded(ctx context.Context, epoch uint64, r *decide.Request) error {
 	if o.deps.Redis == nil {
 		return nil
