@@ -148,10 +148,12 @@ func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
 		r.widest.Store(span) // a race may keep the smaller: Likely only guesses
 	}
 	s := r.owned.Load()
-	if s.epoch == epoch {
+	switch {
+	case s.since == notYet:
+		return false
+	case s.epoch == epoch:
 		return r.elapsed()-s.since >= span+r.margin
-	}
-	if epoch > s.epoch && s.since != notYet { // the memory was dropped since: ownership restarts
+	case epoch > s.epoch: // the memory was dropped since: ownership restarts
 		r.owned.CompareAndSwap(s, &stretch{epoch: epoch, since: r.elapsed()})
 	}
 	return false
@@ -166,5 +168,5 @@ func (r *Rule) Likely(epoch uint64, key string) bool {
 	}
 	w := r.widest.Load()
 	s := r.owned.Load()
-	return w > 0 && s.epoch == epoch && r.elapsed()-s.since >= w+r.margin
+	return w > 0 && s.since != notYet && s.epoch == epoch && r.elapsed()-s.since >= w+r.margin
 }

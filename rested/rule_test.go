@@ -128,6 +128,11 @@ func TestRule_Rested_notBeforeTheFirstRing(t *testing.T) {
 	if r.Rested(0, "k", span) || r.Rested(1, "k", span) || r.Likely(0, "k") {
 		t.Fatal("rested before the first ring")
 	}
+	clk.StepBack(2 * time.Hour) // before New: still nothing
+	if r.Rested(0, "k", span) || r.Likely(0, "k") {
+		t.Fatal("rested before the first ring, on a clock stepped back")
+	}
+	clk.Advance(time.Hour)
 	r.Restart(1)
 	clk.Advance(DefaultConfig().Margin + time.Duration(span))
 	if !r.Rested(1, "k", span) {
