@@ -40,6 +40,7 @@ type Owner interface {
 	ChargeDebt(ctx context.Context, r *decide.Request) peer.Result
 	MayWait(group, key string, strict bool) bool
 	Drop(ctx context.Context, lost func(key string) bool)
+	OwnershipChanging()
 	StartHeartbeat()
 	StopHeartbeat()
 	Beat(ctx context.Context)

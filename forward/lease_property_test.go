@@ -130,12 +130,3 @@ func TestLeases_property_ownerChangesAndCrashes(t *testing.T) {
 		checkBound(t, hotLimit, a)
 	}
 }
-
-// crash removes a node without a hand-off: its memory is lost and the
-// others learn it is gone, as when it is SIGKILLed.
-func (lc *leaseCluster) crash(name string) {
-	delete(lc.nodes, name)
-	delete(lc.member, name)
-	lc.net.Unregister(name)
-	lc.sync()
-}

@@ -52,6 +52,7 @@ func (f *Router) setMembersLocked(ctx context.Context, members map[string]string
 	}
 	f.routes.setAddrs(members)
 	f.rtt.retain(members)
+	f.deps.Owner.OwnershipChanging() // before decisions can see the new ring
 	if err := f.routes.ring.Set(names); err != nil {
 		f.logger.Error("ring rebuild failed; keeping the previous ring", "err", err)
 		return

@@ -28,7 +28,7 @@ func (o *Owner) ChargeDebt(ctx context.Context, r *decide.Request) peer.Result {
 	if err := o.checkOwned(r.Group); err != nil { // the recheck at epoch: see checkOwned
 		return peer.Result{Err: err}
 	}
-	if err := o.ensureLoaded(ctx, r.Group, r.Keys, r.Now, epoch); err != nil {
+	if err := o.ensureLoaded(ctx, epoch, r); err != nil {
 		res := peer.Result{Err: err}
 		if ue, ok := errors.AsType[*limiter.UnavailableError](err); ok {
 			res.Reason = ue.Reason

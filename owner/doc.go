@@ -8,13 +8,15 @@
 // Owners decide `fast` limits in memory (memstore) and persist every changed
 // TAT to Redis write-behind; before its first decision on a key an owner
 // loads the key's TAT from Redis, so a group that moves (join, leave, crash)
-// keeps its state. `strict` limits are decided by the Redis script through
+// keeps its state, unless package rested's load rule says the key is rested
+// (swept, or of groups owned without a change for longer than its span plus
+// a margin). `strict` limits are decided by the Redis script through
 // Deps.Strict (redisbackend.StrictQueue coalesces them into pipelines).
 // With no Redis, everything is decided in memory and a moved group starts
 // rested. Redis sits behind the consumer-owned Redis and Strict interfaces;
 // unit tests use redistest's in-memory twin.
 //
-// What it owns: owner memory's keys, the swept set, freeze detection
+// What it owns: owner memory's keys, the load rule (a rested.Rule), freeze detection
 // (freeze.go). The lease ledger of the grants this node makes lives in
 // leaselink.Grants, which changes keys only through UpdateOwned and
 // UpdateHeld (grant.go), and whose Effective TATs decisions read
@@ -32,10 +34,11 @@
 //	peer.Register(grpcServer, v)  // forwarded work, leases and debt
 //	agg, err := o.Decide(ctx, r, out) // the forwarding layer found this node the owner
 //
-// The caller's duties: call Drop after every ring change with the keys
-// whose group moved away (and with every key on leave); call Beat every
-// BeatEvery from one goroutine after StartHeartbeat, and at once when
-// ThawRequests fires; call Sweep periodically instead of the memory's own.
+// The caller's duties: call OwnershipChanging before every ring change,
+// and Drop after it with the keys whose group moved away (and with every
+// key on leave); call Beat every BeatEvery from one goroutine after
+// StartHeartbeat, and at once when ThawRequests fires; call Sweep
+// periodically instead of the memory's own.
 //
 // Concurrency: an Owner is safe for concurrent use. Decisions run on their
 // callers' goroutines, ordered against hand-offs by the memory's epoch

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/breaker"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/redisbackend"
 )
 
@@ -56,7 +57,8 @@ func (o *Owner) UpdateOwned(ctx context.Context, group, key string, now int64, l
 		if err := o.checkThawed(); err != nil {
 			return "", err
 		}
-		if err := o.ensureLoaded(ctx, group, []string{key}, now, epoch); err != nil {
+		// No limit: the key's span is unknown, so it loads unless swept.
+		if err := o.ensureLoaded(ctx, epoch, &decide.Request{Group: group, Keys: []string{key}, Now: now}); err != nil {
 			return "", staleAsMoving(group, err)
 		}
 	}

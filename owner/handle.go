@@ -81,8 +81,8 @@ func (o *Owner) inMemory(epoch uint64, it *decide.Request) bool {
 	if it.Strict || o.thawPending() {
 		return false
 	}
-	for _, k := range it.Keys {
-		if !o.known(epoch, it.Group, k) {
+	for i, k := range it.Keys {
+		if !o.known(epoch, it.Group, k, span(it, i)) {
 			return false
 		}
 	}

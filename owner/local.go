@@ -88,7 +88,7 @@ func (o *Owner) decideHeld(ctx context.Context, epoch uint64, r *decide.Request,
 // read epoch, then checked that this node owns r.Group (checkOwned).
 func (o *Owner) decideAt(ctx context.Context, epoch uint64, r *decide.Request, out []gcra.Result, load bool) (gcra.Result, error) {
 	if load {
-		if err := o.ensureLoaded(ctx, r.Group, r.Keys, r.Now, epoch); err != nil {
+		if err := o.ensureLoaded(ctx, epoch, r); err != nil {
 			return gcra.Result{}, err
 		}
 	}
@@ -135,19 +135,21 @@ func movingError(group, owner string) error {
 	return &limiter.UnavailableError{Reason: "ownership_changing", Err: fmt.Errorf("owner: group %q is moving to %s", group, owner)}
 }
 
-// ensureLoaded loads from Redis the TATs of the keys of group that this
-// owner does not hold yet, so that no key starts from a full burst while
-// Redis remembers it. Concurrent first touches may both load; Put keeps
-// the later TAT, so that costs a read, never correctness. It returns
-// memstore.ErrStaleEpoch when keys were dropped since epoch: the load may
-// predate the hand-off, and this node may no longer own the keys.
-func (o *Owner) ensureLoaded(ctx context.Context, group string, keys []string, now int64, epoch uint64) error {
+// ensureLoaded loads from Redis the TATs of r's keys that this owner
+// neither holds nor knows rested (known), so that no key starts from a
+// full burst while Redis remembers it. Concurrent first touches may both
+// load; Put keeps the later TAT, so that costs a read, never correctness.
+// It returns memstore.ErrStaleEpoch when keys were dropped since epoch:
+// the load may predate the hand-off, and this node may no longer own the
+// keys.
+func (o *Owner) ensureLoaded(ctx context.Context, epoch uint64, r *decide.Request) error {
 	if o.deps.Redis == nil {
 		return nil
 	}
+	group, now := r.Group, r.Now
 	var missing []string
-	for _, k := range keys {
-		if !o.known(epoch, group, k) {
+	for i, k := range r.Keys {
+		if !o.known(epoch, group, k, span(r, i)) {
 			missing = append(missing, k)
 		}
 	}

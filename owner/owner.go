@@ -17,6 +17,7 @@ import (
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/rested"
 )
 
 // Config tunes an Owner.
@@ -39,10 +40,10 @@ type Config struct {
 	// not written to Redis (see mustPersist). 0 writes every admission.
 	// At most MaxPersistSlack.
 	PersistSlack int64
-	// MaxSwept bounds the keys remembered as swept, so that their next
-	// decision needs no load (see sweptSet): about 16 bytes each. 0
-	// remembers none.
-	MaxSwept int
+	// Rested decides which keys absent from memory need no load: those
+	// swept as rested, and those of groups owned for longer than their
+	// span plus a margin for ring propagation (package rested).
+	Rested rested.Config
 }
 
 // MaxPersistSlack bounds Config.PersistSlack.
@@ -52,7 +53,7 @@ const MaxPersistSlack = 1000
 // path and seconds for hand-off.
 func DefaultConfig() Config {
 	return Config{LoadTimeout: 20 * time.Millisecond, HandoffTimeout: 2 * time.Second, FreezeLimit: time.Second,
-		PersistSlack: 1, MaxSwept: 1 << 20}
+		PersistSlack: 1, Rested: rested.DefaultConfig()}
 }
 
 // Validate reports whether c is usable. It changes nothing.
@@ -64,8 +65,9 @@ func (c Config) Validate() error {
 		return errors.New("owner: timeouts must be positive")
 	case c.PersistSlack < 0 || c.PersistSlack > MaxPersistSlack:
 		return fmt.Errorf("owner: persist slack %d outside [0, %d]", c.PersistSlack, MaxPersistSlack)
-	case c.MaxSwept < 0:
-		return fmt.Errorf("owner: max swept %d is negative", c.MaxSwept)
+	}
+	if err := c.Rested.Validate(); err != nil {
+		return fmt.Errorf("owner: %w", err)
 	}
 	return nil
 }
@@ -145,9 +147,8 @@ type Owner struct {
 	beating  atomic.Bool // StartHeartbeat ran, StopHeartbeat did not
 	thawing  atomic.Bool
 	thawNow  chan struct{}
-	// swept remembers keys swept as rested (nil without Redis or with
-	// MaxSwept 0); see sweptSet.
-	swept *sweptSet
+	// rested says which absent keys need no load (nil without Redis).
+	rested *rested.Rule
 	// leases is nil until EnableLeases (grant.go).
 	leases Leases
 }
@@ -178,8 +179,10 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if o.debt, err = DebtMetric(reg); err != nil {
 		return nil, err
 	}
-	if deps.Redis != nil && cfg.MaxSwept > 0 {
-		o.swept = newSweptSet(cfg.MaxSwept)
+	if deps.Redis != nil {
+		if o.rested, err = rested.New(cfg.Rested, o.clk); err != nil {
+			return nil, err
+		}
 	}
 	return o, nil
 }
@@ -222,8 +225,9 @@ func (o *Owner) owns(group string) bool { return o.deps.Ring.Owner(group) == o.c
 
 // MayWait reports whether deciding key of group, a group this node owns,
 // may wait on another process: the limit is strict (Redis decides), or
-// this owner must first load the key from Redis (it does not hold it, or
-// a thaw is pending). Safe for concurrent use; no I/O.
+// this owner must first load the key from Redis (it does not hold it and
+// the load rule is not likely to rest it, see rested.Rule.Likely; or a
+// thaw is pending). Safe for concurrent use; no I/O.
 func (o *Owner) MayWait(group, key string, strict bool) bool {
 	if o.deps.Redis == nil {
 		return false
@@ -231,7 +235,21 @@ func (o *Owner) MayWait(group, key string, strict bool) bool {
 	if strict || o.thawPending() {
 		return true
 	}
-	return !o.known(o.deps.Mem.Epoch(), group, key)
+	if o.deps.Mem.Has(group, key) {
+		return false
+	}
+	return !o.rested.Likely(o.deps.Mem.Epoch(), key) // a hint: the span is unknown here
+}
+
+// OwnershipChanging tells the owner that the ring is about to change: the
+// groups it gains were decided elsewhere until now, so their keys are
+// loaded again until their span and the rested margin have passed (see
+// package rested). Call it before the new ring is visible to decisions.
+// Safe for concurrent use.
+func (o *Owner) OwnershipChanging() {
+	if o.rested != nil {
+		o.rested.Restart(o.deps.Mem.Epoch())
+	}
 }
 
 // Drop flushes the pending TATs of the keys for which lost is true, drops
@@ -257,6 +275,7 @@ func (o *Owner) dropLocked(ctx context.Context, lost func(key string) bool) {
 	o.markHeld(lost)
 	err := o.flushKeys(fctx, lost)
 	n := o.deps.Mem.DeleteFunc(lost)
+	o.OwnershipChanging() // the epoch moved: a new stretch from now
 	o.forgetLeases(lost)
 	if err == nil {
 		err = o.flushKeys(fctx, lost)

@@ -1,16 +1,18 @@
 package owner
 
+import "github.com/weirhq/weir/decide"
+
 // Sweep frees the rested keys of owner memory at now (on the TATs' time
 // base) and returns how many it freed, remembering them so that their next
 // decision needs no load from Redis while this node keeps owning them (see
-// sweptSet). Call it periodically instead of the memory's own Sweep. Safe
-// for concurrent use.
+// rested.Rule.Swept). Call it periodically instead of the memory's own
+// Sweep. Safe for concurrent use.
 func (o *Owner) Sweep(now int64) int {
-	if o.swept == nil {
+	if o.rested == nil {
 		return o.deps.Mem.Sweep(now)
 	}
 	epoch := o.deps.Mem.Epoch()
-	return o.deps.Mem.SweepFunc(now, func(key string) { o.swept.add(epoch, key) })
+	return o.deps.Mem.SweepFunc(now, func(key string) { o.rested.Swept(epoch, key) })
 }
 
 // mustPersist reports whether a TAT of tat for a key of a limit with
@@ -38,7 +40,27 @@ func (o *Owner) markHeld(lost func(key string) bool) {
 }
 
 // known reports whether this owner can decide key of group at epoch without
-// loading it: the memory holds it, or swept it as rested during epoch.
-func (o *Owner) known(epoch uint64, group, key string) bool {
-	return o.deps.Mem.Has(group, key) || (o.swept != nil && o.swept.has(epoch, key))
+// loading it: the memory holds it, or the key is rested (package rested:
+// swept during epoch, or owned for longer than span and the margin; a
+// negative span is unknown).
+func (o *Owner) known(epoch uint64, group, key string, span int64) bool {
+	return o.deps.Mem.Has(group, key) || (o.rested != nil && o.rested.Rested(epoch, key, span))
+}
+
+// span is how far an earlier owner's TAT of r's key i can run ahead of its
+// last decision on it: the limit's span, plus the lease TTL for a leasable
+// key (a grant's write-through folds its units at the lease's expiry, see
+// lease/design.md). Fallback debt never moves a TAT past the span
+// (ChargeDebt). Unknown (-1) for a global key, decided at a regional share
+// whose TATs are rescaled, and for a key without a limit (UpdateOwned).
+func span(r *decide.Request, i int) int64 {
+	def := r.Def(i)
+	if i >= len(r.Limits) || r.Strict || (def != nil && def.Global) {
+		return -1
+	}
+	s := r.Limits[i].Span()
+	if def.Leasable() {
+		s += def.Lease.TTL.Nanoseconds()
+	}
+	return s
 }

@@ -1,4 +1,4 @@
-package owner
+package rested
 
 import (
 	"hash/maphash"
