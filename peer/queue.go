@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -237,8 +238,17 @@ func (p *peerQueue) forward(ctx context.Context, items []*peerv1.Item, size int)
 			return nil, err
 		}
 		if s != nil {
-			rs, err := s.decide(ctx, &peerv1.DecideBatch{Items: items, FromNode: p.from})
-			if status.Code(err) != codes.Unimplemented {
+			b := &peerv1.DecideBatch{Items: items, FromNode: p.from}
+			rs, err := s.decide(ctx, b)
+			if errors.Is(err, errStreamRetired) { // a redial replaced it meanwhile
+				if s, err = p.stream(ctx); err != nil {
+					return nil, err
+				}
+				if s != nil {
+					rs, err = s.decide(ctx, b)
+				}
+			}
+			if s != nil && status.Code(err) != codes.Unimplemented {
 				return rs, err
 			}
 			p.mu.Lock()

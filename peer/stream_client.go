@@ -33,8 +33,11 @@ type decideStream struct {
 	pc     *peerConn
 	st     peerv1.Peer_DecideStreamClient
 	cancel context.CancelFunc
-	sendMu sync.Mutex    // one Send at a time
-	dead   chan struct{} // closed when the stream ended; err says why
+	sendMu sync.Mutex // one Send at a time
+	// retired (under sendMu) is set once the sending side is closed
+	// (retire): a Send after it would fail and end the stream.
+	retired bool
+	dead    chan struct{} // closed when the stream ended; err says why
 
 	mu struct {
 		sync.Mutex
@@ -141,20 +144,8 @@ func (s *decideStream) decide(ctx context.Context, b *peerv1.DecideBatch) ([]*pe
 	if d, ok := ctx.Deadline(); ok {
 		b.TimeoutNs = max(int64(time.Until(d)), 1)
 	}
-	// A batch not answered by its deadline ends the stream, as a Decide
-	// call's deadline cancels the call: the owner drops what it still holds
-	// of the stream (its context ends), and a Send blocked because the owner
-	// stopped reading (a frozen process fills the flow-control window)
-	// returns, so the next batch opens a new stream instead of queueing
-	// behind this one. With one batch in flight per peer (the default)
-	// nothing else waits on the stream.
-	stop := context.AfterFunc(ctx, func() { s.end(errBatchExpired) })
-	defer stop()
-	s.sendMu.Lock()
-	err = s.st.Send(b)
-	s.sendMu.Unlock()
-	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: Recv reports the real error
-		s.end(err)
+	if err := s.send(ctx, b); err != nil {
+		return nil, err
 	}
 	select {
 	case r := <-ch:
@@ -170,8 +161,51 @@ func (s *decideStream) decide(ctx context.Context, b *peerv1.DecideBatch) ([]*pe
 	}
 }
 
-// errBatchExpired ends a stream on which a batch outlived its deadline.
-var errBatchExpired = status.Error(codes.DeadlineExceeded, "peer: a batch's deadline passed before the owner answered")
+// errSendStalled ends a stream whose Send outlived its batch's deadline.
+var errSendStalled = status.Error(codes.DeadlineExceeded, "peer: decide stream stalled: the owner stopped reading")
+
+// errStreamRetired says a batch was not sent because its stream was
+// retired (its connection redialled) after the sender picked it: the
+// sender asks for the current stream and sends there.
+var errStreamRetired = errors.New("peer: decide stream retired before the send")
+
+// send sends b, waiting no longer than ctx. A Send blocks once the
+// stream's send quota is spent, which happens when the owner stops reading
+// (a frozen process: its flow-control window is never returned); past
+// ctx's end the stream is ended, which returns the Send and fails what
+// waits on the stream, so the sending slot is free and the next batch opens
+// a new stream instead of queueing behind this one. A batch whose Send
+// returned is left to its own deadline: its stream carries other batches
+// (MaxInFlight above 1) that may be answered in time. On a retired stream
+// nothing is sent (errStreamRetired).
+func (s *decideStream) send(ctx context.Context, b *peerv1.DecideBatch) error {
+	sent := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		select {
+		case <-sent:
+		default:
+			s.end(errSendStalled)
+		}
+	})
+	defer stop()
+	s.sendMu.Lock()
+	var err error
+	if s.retired {
+		err = errStreamRetired
+	} else {
+		err = s.st.Send(b)
+	}
+	s.sendMu.Unlock()
+	close(sent)
+	switch {
+	case errors.Is(err, errStreamRetired):
+		s.forget(b.GetId())
+		return err
+	case err != nil && !errors.Is(err, io.EOF): // io.EOF: Recv reports the real error
+		s.end(err)
+	}
+	return nil
+}
 
 // register gives b an id and a channel for its answer.
 func (s *decideStream) register(b *peerv1.DecideBatch) (chan *peerv1.DecideBatchResult, error) {
@@ -241,5 +275,8 @@ func (s *decideStream) ended() bool {
 func (s *decideStream) retire() {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	_ = s.st.CloseSend()
+	if !s.retired {
+		s.retired = true
+		_ = s.st.CloseSend()
+	}
 }

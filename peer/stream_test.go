@@ -324,12 +324,12 @@ func (u *stallingServer) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideB
 	return u.s.DecideStream(st)
 }
 
-// A batch the owner does not answer by its deadline (here: the owner stopped
-// reading the stream, as a frozen process does) ends its stream, so the
-// next call opens a new stream and is answered, instead of being sent on
-// to an owner that never reads it; a batch larger than the stream's
-// flow-control window also shows that a Send the window holds back does
-// not keep the sending slot.
+// A Send that the owner's flow control holds back (it stopped reading, as a
+// frozen process does: once a batch larger than the stream's window is
+// queued, the next Send waits for quota that never comes) ends its stream
+// at the batch's deadline, so the sending slot is free again: the next call
+// opens a new stream and is answered, instead of queueing behind a Send that
+// waits for the owner to read.
 func TestClient_Decide_streamSendStallEndsStream(t *testing.T) {
 	gate, _ := newGate(t)
 	h := &fakeHandler{}
@@ -337,7 +337,7 @@ func TestClient_Decide_streamSendStallEndsStream(t *testing.T) {
 	addr, _ := serveCountingCalls(t, h, func(s *grpc.Server) { peerv1.RegisterPeerServer(s, srv) })
 	c, _ := newClient(t, nil) // one batch in flight per peer: one sending slot
 	big := item(1)
-	for i := range 200 { // about 100 KiB: more than the stream's 64 KiB window
+	for i := range 500 { // about 250 KiB: more than the 64 KiB window and the 64 KiB send quota together
 		big.Keys = append(big.Keys, fmt.Sprintf("weir:{acme}:%03d:%s", i, strings.Repeat("k", 480)))
 		big.Limits = append(big.Limits, gcra.Limit{Interval: 1000, Burst: 10})
 	}
@@ -346,10 +346,49 @@ func TestClient_Decide_streamSendStallEndsStream(t *testing.T) {
 	if _, err := c.Decide(ctx, addr, big); err == nil {
 		t.Fatal("a batch to an owner that never reads was answered")
 	}
+	stalled, cancelStalled := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancelStalled()
+	if _, err := c.Decide(stalled, addr, item(8)); err == nil {
+		t.Fatal("a batch behind the unread one was answered")
+	}
 	if r, err := c.Decide(t.Context(), addr, item(9)); err != nil || r.Overall.TAT != 9 {
 		t.Fatalf("the next call: %+v, %v; want it answered on a new stream", r, err)
 	}
 	if n := srv.streams.Load(); n != 2 {
 		t.Fatalf("%d streams opened, want 2", n)
+	}
+}
+
+// A sender that picked the stream just before a redial retired it (a
+// region report that timed out redials) sends nothing on it — a Send after
+// CloseSend would fail and end the stream, failing its healthy batches —
+// and forwards on the new connection's stream instead.
+func TestClient_Decide_streamRetiredBeforeSend(t *testing.T) {
+	h := &fakeHandler{}
+	addr, n := serveCountingCalls(t, h, nil)
+	c, _ := newClient(t, nil)
+	if _, err := c.Decide(t.Context(), addr, item(1)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.peer(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := p.stream(t.Context())
+	if err != nil || s == nil {
+		t.Fatalf("the open stream: %v, %v", s, err)
+	}
+	p.redial(s.pc)
+	if _, err := s.decide(t.Context(), &peerv1.DecideBatch{Items: []*peerv1.Item{}}); !errors.Is(err, errStreamRetired) {
+		t.Fatalf("a send on the retired stream: %v, want errStreamRetired", err)
+	}
+	if s.ended() {
+		t.Fatal("the retired stream was ended: its batches in flight would fail")
+	}
+	if r, err := c.Decide(t.Context(), addr, item(2)); err != nil || r.Overall.TAT != 2 {
+		t.Fatalf("after the redial: %+v, %v", r, err)
+	}
+	if got := n.streams.Load(); got != 2 {
+		t.Fatalf("%d streams, want 2 (one per connection)", got)
 	}
 }
