@@ -108,11 +108,11 @@
 // order, and hands each to the sender waiting for it (the MaxInFlight
 // slots work as before). A stream that fails (the peer died, a reset, a
 // GOAWAY) fails the batches waiting on it at once, with the transport's
-// error; the next batch opens a new stream. So does a batch not answered
-// by its deadline, as a Decide call's deadline cancels the call: the owner
-// drops what it still holds of that stream, and an owner that stopped
-// reading (a frozen process, whose flow-control window stays spent) is
-// not sent the next batch on the stream it never reads. A batch larger than
+// error; the next batch opens a new stream. A Send still held back by flow
+// control at its batch's deadline (the owner stopped reading, as a frozen
+// process does) ends the stream too, so the sending slot is not kept; a
+// batch whose Send returned waits for its answer within its own deadline
+// only, failing no other batch on the stream. A batch larger than
 // MaxStreamBatchBytes (only items near the largest valid one make one)
 // goes as a unary Decide call, which the owner's in-flight budget gates;
 // so does every batch for a minute after a peer answered the stream
