@@ -30,7 +30,7 @@ func Register(s grpc.ServiceRegistrar, h Handler, opts ...ServeOption) {
 	for _, o := range opts {
 		o(&sv)
 	}
-	peerv1.RegisterPeerServer(s, &server{h: h, streams: newStreamCount(MaxStreamsPerConn)})
+	peerv1.RegisterPeerServer(s, &server{h: h, streams: newStreamCount(MaxStreamsPerConn), drain: sv.Drain})
 	if sv.Region != nil {
 		regionv1.RegisterRegionServer(s, &regionServer{h: sv.Region})
 	}
@@ -41,10 +41,25 @@ func Register(s grpc.ServiceRegistrar, h Handler, opts ...ServeOption) {
 type Services struct {
 	// Region answers weir.region.v1 reports; nil serves no Region.
 	Region RegionHandler
+	// Drain, when it ends, has every DecideStream ask its sender to close
+	// it (WithDrain); nil: never.
+	Drain context.Context
 }
 
 // A ServeOption adds a service to Register.
 type ServeOption func(*Services)
+
+// WithDrain has every open DecideStream, once ctx ends, ask its sender to
+// close it: a stream answer with id 0 and code UNAVAILABLE, on which the
+// Client closes its side (no new batch goes on it) and the stream ends
+// once the batches it holds are answered. A node ends ctx just before it
+// stops its peer server gracefully: peers' streams never end on their own,
+// so without it the graceful stop would wait for every peer to forget this
+// node, or for its timeout. A sender of an older version ignores the
+// answer; its stream ends when the graceful stop times out.
+func WithDrain(ctx context.Context) ServeOption {
+	return func(s *Services) { s.Drain = ctx }
+}
 
 // WithRegion serves weir.region.v1.Region too, answering with h (a
 // regionlink.Link); a nil h serves none, as without the option.
@@ -55,7 +70,8 @@ func WithRegion(h RegionHandler) ServeOption {
 type server struct {
 	peerv1.UnimplementedPeerServer
 	h       Handler
-	streams *streamCount // DecideStreams open per connection
+	streams *streamCount    // DecideStreams open per connection
+	drain   context.Context // nil: never (WithDrain)
 }
 
 // Decide converts the request, lets the Handler decide and converts back.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -34,9 +35,10 @@ type decideStream struct {
 	st     peerv1.Peer_DecideStreamClient
 	cancel context.CancelFunc
 	sendMu sync.Mutex // one Send at a time
-	// retired (under sendMu) is set once the sending side is closed
-	// (retire): a Send after it would fail and end the stream.
-	retired bool
+	// retired is set, under sendMu, once the sending side is closed
+	// (retire): a Send after it would fail and end the stream. It is read
+	// without the lock by stream, which must not wait behind a stalled Send.
+	retired atomic.Bool
 	dead    chan struct{} // closed when the stream ended; err says why
 
 	mu struct {
@@ -59,7 +61,7 @@ func (p *peerQueue) stream(ctx context.Context) (*decideStream, error) {
 	if closed || unary {
 		return nil, nil
 	}
-	if s != nil && !s.ended() {
+	if s != nil && !s.ended() && !s.isRetired() {
 		if s.pc == current {
 			return s, nil
 		}
@@ -130,6 +132,10 @@ func (p *peerQueue) receive(s *decideStream) {
 			p.release(s.pc)
 			return
 		}
+		if r.GetId() == 0 { // the owner is draining (WithDrain)
+			s.retire()
+			continue
+		}
 		s.deliver(r)
 	}
 }
@@ -190,7 +196,7 @@ func (s *decideStream) send(ctx context.Context, b *peerv1.DecideBatch) error {
 	defer stop()
 	s.sendMu.Lock()
 	var err error
-	if s.retired {
+	if s.retired.Load() {
 		err = errStreamRetired
 	} else {
 		err = s.st.Send(b)
@@ -255,6 +261,8 @@ func (s *decideStream) end(err error) {
 	}
 }
 
+func (s *decideStream) isRetired() bool { return s.retired.Load() }
+
 func (s *decideStream) err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -275,8 +283,8 @@ func (s *decideStream) ended() bool {
 func (s *decideStream) retire() {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	if !s.retired {
-		s.retired = true
+	if !s.retired.Load() {
+		s.retired.Store(true)
 		_ = s.st.CloseSend()
 	}
 }

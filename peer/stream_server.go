@@ -53,6 +53,22 @@ func (s *server) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideBatch, pe
 		slots  = make(chan struct{}, MaxStreamBatches)
 	)
 	defer wg.Wait() // before the stream ends: no Send after it
+	if s.drain != nil {
+		ended := false // under sendMu: the handler returned, Send no more
+		stop := context.AfterFunc(s.drain, func() {
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			if !ended {
+				_ = st.Send(drainResult)
+			}
+		})
+		defer func() {
+			stop()
+			sendMu.Lock()
+			ended = true
+			sendMu.Unlock()
+		}()
+	}
 	for {
 		b, err := st.Recv()
 		if errors.Is(err, io.EOF) {
@@ -78,6 +94,10 @@ func (s *server) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideBatch, pe
 		})
 	}
 }
+
+// drainResult asks the sender to close the stream (WithDrain). Batch ids
+// start at 1, so id 0 answers none.
+var drainResult = &peerv1.DecideBatchResult{Id: 0, Code: int32(codes.Unavailable), Error: "peer: the owner is shutting down; close this stream"}
 
 // decideBatch answers one batch under its own deadline.
 func (s *server) decideBatch(ctx context.Context, b *peerv1.DecideBatch) *peerv1.DecideBatchResult {

@@ -392,3 +392,33 @@ func TestClient_Decide_streamRetiredBeforeSend(t *testing.T) {
 		t.Fatalf("%d streams, want 2 (one per connection)", got)
 	}
 }
+
+// Once the drain context ends, an open DecideStream asks its sender to
+// close it and ends when it has, so a graceful stop of the peer server does
+// not wait for the peer to forget this node; the sender's next call opens
+// a new stream, which the stopping server no longer accepts.
+func TestServer_DecideStream_drainEndsStreams(t *testing.T) {
+	drain, stopDrain := context.WithCancel(t.Context())
+	h := &fakeHandler{}
+	lis, err := stdnet.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(DefaultServerConfig().ServerOptions()...)
+	Register(gs, h, WithDrain(drain))
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	addr := lis.Addr().String()
+	c, _ := newClient(t, nil)
+	if r, err := c.Decide(t.Context(), addr, item(1)); err != nil || r.Overall.TAT != 1 {
+		t.Fatalf("before the drain: %+v, %v", r, err)
+	}
+	stopDrain()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the graceful stop still waits for the peer's stream")
+	}
+}

@@ -40,26 +40,29 @@ type node struct {
 	admin    adminServer  // --admin-addr: the read-only admin endpoints
 	grpc     *grpc.Server
 	peerGRPC *grpc.Server
-	tls      tlsStores
-	http     *http.Server
-	health   *health.Server
-	watcher  *policy.Watcher // nil with the built-in policy
-	state    *state
-	members  *membership.Membership // nil for a cluster of one
-	rls      *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
-	leasesvc *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
-	rlqs     *rlqs.Server           // Envoy RLQS on the public gRPC server: rlqs.go
-	shadow   *shadow.Recorder       // shadow would-denies, served on /admin/shadow
-	regional regionWiring           // global limits shared with other regions: region.go
-	name     string                 // --node-name
-	advHost  string                 // replaces a wildcard listen host in addresses handed out: advertise.go
-	closers  []func() error
-	sweepers []func(now int64) int // rested-key sweeps, run every --sweep-interval
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
-	failed   chan error
-	shutOnce sync.Once
-	mu       struct {
+	// drainPeers ends the context the peer server's DecideStreams watch
+	// (peer.WithDrain): called just before that server stops gracefully.
+	drainPeers context.CancelFunc
+	tls        tlsStores
+	http       *http.Server
+	health     *health.Server
+	watcher    *policy.Watcher // nil with the built-in policy
+	state      *state
+	members    *membership.Membership // nil for a cluster of one
+	rls        *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	leasesvc   *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
+	rlqs       *rlqs.Server           // Envoy RLQS on the public gRPC server: rlqs.go
+	shadow     *shadow.Recorder       // shadow would-denies, served on /admin/shadow
+	regional   regionWiring           // global limits shared with other regions: region.go
+	name       string                 // --node-name
+	advHost    string                 // replaces a wildcard listen host in addresses handed out: advertise.go
+	closers    []func() error
+	sweepers   []func(now int64) int // rested-key sweeps, run every --sweep-interval
+	cancel     context.CancelFunc
+	bg         sync.WaitGroup
+	failed     chan error
+	shutOnce   sync.Once
+	mu         struct {
 		sync.Mutex
 		peers map[string]string // member name -> peer address, as last applied
 	}
@@ -198,7 +201,9 @@ func (n *node) serve(cfg config, lim *limiter.Limiter, ph peer.Handler, reg *pro
 	if n.regional.link != nil {
 		rh = n.regional.link
 	}
-	peer.Register(peerGated, ph, peer.WithRegion(rh)) // node-to-node only, never the public server
+	drain, drainPeers := context.WithCancel(context.Background())
+	n.drainPeers = drainPeers
+	peer.Register(peerGated, ph, peer.WithRegion(rh), peer.WithDrain(drain)) // node-to-node only, never the public server
 	envoyrls.Register(public, n.rls)
 	if err := n.serveClientLeases(public, cfg, lim, ph, reg); err != nil { // client leases: clientlease.go
 		return err
@@ -266,9 +271,11 @@ func (n *node) shutdown(ctx context.Context, timeout time.Duration) {
 		n.shutdownAdmin(ctx)
 		n.leasesvc.Shutdown() // lease and RLQS streams never end on their own
 		n.rlqs.Shutdown()
-		for _, s := range []*grpc.Server{n.grpc, n.peerGRPC} {
-			stopGRPC(ctx, s)
+		stopGRPC(ctx, n.grpc)
+		if n.drainPeers != nil {
+			n.drainPeers() // peers' streams never end on their own
 		}
+		stopGRPC(ctx, n.peerGRPC)
 		for _, l := range []net.Listener{n.grpcLis, n.httpLis, n.peerLis} {
 			if l != nil {
 				l.Close()
