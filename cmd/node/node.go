@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,7 @@ import (
 	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/membership"
+	"github.com/weirhq/weir/owner"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/policy"
 	"github.com/weirhq/weir/redisconn"
@@ -47,22 +49,25 @@ type node struct {
 	http       *http.Server
 	health     *health.Server
 	watcher    *policy.Watcher // nil with the built-in policy
-	state      *state
-	members    *membership.Membership // nil for a cluster of one
-	rls        *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
-	leasesvc   *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
-	rlqs       *rlqs.Server           // Envoy RLQS on the public gRPC server: rlqs.go
-	shadow     *shadow.Recorder       // shadow would-denies, served on /admin/shadow
-	regional   regionWiring           // global limits shared with other regions: region.go
-	name       string                 // --node-name
-	advHost    string                 // replaces a wildcard listen host in addresses handed out: advertise.go
-	closers    []func() error
-	sweepers   []func(now int64) int // rested-key sweeps, run every --sweep-interval
-	cancel     context.CancelFunc
-	bg         sync.WaitGroup
-	failed     chan error
-	shutOnce   sync.Once
-	mu         struct {
+	// policyOwner is the owner a policy reload restarts (restartOwnership);
+	// set once the owner exists, read by the watcher's goroutine.
+	policyOwner atomic.Pointer[owner.Owner]
+	state       *state
+	members     *membership.Membership // nil for a cluster of one
+	rls         *envoyrls.Service      // Envoy RLS v3 on the public gRPC server
+	leasesvc    *clientlease.Service   // weir.v1.Leases on the public gRPC server: clientlease.go
+	rlqs        *rlqs.Server           // Envoy RLQS on the public gRPC server: rlqs.go
+	shadow      *shadow.Recorder       // shadow would-denies, served on /admin/shadow
+	regional    regionWiring           // global limits shared with other regions: region.go
+	name        string                 // --node-name
+	advHost     string                 // replaces a wildcard listen host in addresses handed out: advertise.go
+	closers     []func() error
+	sweepers    []func(now int64) int // rested-key sweeps, run every --sweep-interval
+	cancel      context.CancelFunc
+	bg          sync.WaitGroup
+	failed      chan error
+	shutOnce    sync.Once
+	mu          struct {
 		sync.Mutex
 		peers map[string]string // member name -> peer address, as last applied
 	}
@@ -149,13 +154,31 @@ func (n *node) openPolicy(ctx context.Context, cfg config, reg prometheus.Regist
 		return policy.Static(p), nil
 	}
 	w, err := policy.NewWatcher(policy.WatcherConfig{Path: cfg.PolicyPath, Debounce: 100 * time.Millisecond,
-		Check: cfg.regions.policyCheck(cfg.Region, cfg.NodeName)}, n.logger, reg)
+		Check: n.restartOwnership(cfg.regions.policyCheck(cfg.Region, cfg.NodeName))}, n.logger, reg)
 	if err != nil {
 		return nil, err
 	}
 	n.watcher = w
 	n.goBackground(func() error { return w.Run(ctx) })
 	return w, nil
+}
+
+// restartOwnership wraps a policy check so that every policy read, before
+// it can serve, restarts the owner's stretch of continuous ownership
+// (owner.OwnershipChanging): a new policy may shorten a limit's span or
+// turn a strict limit fast, and the load rule (package rested) must not
+// judge a key by the new span while Redis holds a TAT written under the old
+// one. A refused policy costs only loads. check may be nil.
+func (n *node) restartOwnership(check func(*policy.Policy) ([]string, error)) func(*policy.Policy) ([]string, error) {
+	return func(p *policy.Policy) ([]string, error) {
+		if o := n.policyOwner.Load(); o != nil {
+			o.OwnershipChanging()
+		}
+		if check == nil {
+			return nil, nil
+		}
+		return check(p)
+	}
 }
 
 func (n *node) reloadPolicy() {

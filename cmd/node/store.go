@@ -112,6 +112,7 @@ func (n *node) openState(ctx context.Context, cfg config, policies limiter.Polic
 	if st.owner, err = owner.New(ocfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}
+	n.policyOwner.Store(st.owner)
 	n.sweepers = append(n.sweepers, st.owner.Sweep) // sweeps mem, remembering what it swept
 	if err := n.enableLeases(ctx, cfg, st, reg); err != nil {
 		return nil, err
