@@ -252,6 +252,16 @@ func (o *Owner) OwnershipChanging() {
 	}
 }
 
+// OwnershipUnsure tells the owner that the ring just installed does not
+// name what this node owns (it has not joined its cluster: its seeds
+// answered nothing, so it sees only itself): nothing rests until the next
+// ring change (package rested). Safe for concurrent use.
+func (o *Owner) OwnershipUnsure() {
+	if o.rested != nil {
+		o.rested.Hold()
+	}
+}
+
 // Drop flushes the pending TATs of the keys for which lost is true, drops
 // them from memory, and flushes again: their group moved away (a ring
 // change), this node rejoined after a split, or it is leaving (lost is

@@ -114,6 +114,19 @@ func (r *Rule) Restart(epoch uint64) {
 	}
 }
 
+// Hold ends the current stretch without beginning another: nothing rests
+// until the next Restart. Call it while this node's ring cannot be trusted
+// to name what it owns (it has not joined its cluster yet: a ring of
+// itself owns every group while the others decide them).
+func (r *Rule) Hold() {
+	for {
+		s := r.owned.Load()
+		if r.owned.CompareAndSwap(s, &stretch{epoch: s.epoch, since: notYet}) {
+			return
+		}
+	}
+}
+
 // Swept records that the sweeper freed key as rested at memory epoch epoch.
 func (r *Rule) Swept(epoch uint64, key string) {
 	if r.swept != nil {
@@ -138,6 +151,10 @@ func (r *Rule) SweptLen() int {
 // answers. The first call at an epoch newer than the stretch's starts a new
 // stretch, and answers false.
 func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
+	s := r.owned.Load()
+	if s.since == notYet { // before the first ring, or held (Hold)
+		return false
+	}
 	if r.swept != nil && r.swept.has(epoch, key) {
 		return true
 	}
@@ -147,10 +164,7 @@ func (r *Rule) Rested(epoch uint64, key string, span int64) bool {
 	if span > r.widest.Load() {
 		r.widest.Store(span) // a race may keep the smaller: Likely only guesses
 	}
-	s := r.owned.Load()
 	switch {
-	case s.since == notYet:
-		return false
 	case s.epoch == epoch:
 		return r.elapsed()-s.since >= span+r.margin
 	case epoch > s.epoch: // the memory was dropped since: ownership restarts

@@ -139,3 +139,24 @@ func TestRule_Rested_notBeforeTheFirstRing(t *testing.T) {
 		t.Fatal("not rested span + margin after the first ring")
 	}
 }
+
+// Hold (a ring that cannot be trusted: the node has not joined) rests
+// nothing, not even a swept key, until the next Restart begins a stretch.
+func TestRule_Hold_restsNothingUntilRestart(t *testing.T) {
+	r, clk := newRule(t, 16)
+	r.Swept(0, "swept")
+	clk.Advance(time.Hour)
+	if !r.Rested(0, "k", span) || !r.Rested(0, "swept", span) {
+		t.Fatal("not rested after an hour of ownership")
+	}
+	r.Hold()
+	clk.Advance(time.Hour)
+	if r.Rested(0, "k", span) || r.Rested(0, "swept", span) || r.Rested(1, "k", span) {
+		t.Fatal("rested while held")
+	}
+	r.Restart(1)
+	clk.Advance(time.Second + time.Duration(span))
+	if !r.Rested(1, "k", span) {
+		t.Fatal("not rested span + margin after the Restart that ended the hold")
+	}
+}

@@ -100,6 +100,11 @@ func (n *node) applyMembers(ctx context.Context) {
 	n.mu.peers = live
 	n.mu.Unlock()
 	n.state.router.SetMembersFailed(ctx, live, n.members.Failed())
+	if !n.members.Joined() {
+		// Seeds given, none answered yet: this ring of the members seen so
+		// far may own groups the cluster decides. No key rests on it.
+		n.state.owner.OwnershipUnsure()
+	}
 	if changed {
 		n.ringChanged()
 	}
