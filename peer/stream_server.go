@@ -70,6 +70,13 @@ func (s *server) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideBatch, pe
 		}()
 	}
 	for {
+		// A slot first, then the read: no batch beyond MaxStreamBatches is
+		// held, and flow control keeps the rest at the sender.
+		select {
+		case slots <- struct{}{}:
+		case <-st.Context().Done():
+			return status.FromContextError(st.Context().Err()).Err()
+		}
 		b, err := st.Recv()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -79,11 +86,6 @@ func (s *server) DecideStream(st grpc.BidiStreamingServer[peerv1.DecideBatch, pe
 		}
 		if err := checkBatch(b, len(b.GetItems())); err != nil {
 			return err
-		}
-		select {
-		case slots <- struct{}{}:
-		case <-st.Context().Done():
-			return status.FromContextError(st.Context().Err()).Err()
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
