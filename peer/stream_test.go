@@ -361,29 +361,37 @@ func TestClient_Decide_streamSendStallEndsStream(t *testing.T) {
 
 // A sender that picked the stream just before a redial retired it (a
 // region report that timed out redials) sends nothing on it — a Send after
-// CloseSend would fail and end the stream, failing its healthy batches —
-// and forwards on the new connection's stream instead.
+// CloseSend would fail and end the stream, failing the batches it still
+// carries — and forwards on the new connection's stream instead.
 func TestClient_Decide_streamRetiredBeforeSend(t *testing.T) {
-	h := &fakeHandler{}
+	gate, release := newGate(t)
+	entered := make(chan struct{}, 1)
+	h := &blockingHandler{stuck: 666, gate: gate, entered: entered}
 	addr, n := serveCountingCalls(t, h, nil)
-	c, _ := newClient(t, nil)
-	if _, err := c.Decide(t.Context(), addr, item(1)); err != nil {
-		t.Fatal(err)
-	}
+	c, _ := newClient(t, func(cfg *ClientConfig) { cfg.MaxInFlight = 2 })
+	stuck := make(chan error, 1)
+	go func() {
+		r, err := c.Decide(t.Context(), addr, item(666))
+		if err == nil && r.Overall.TAT != 666 {
+			err = fmt.Errorf("answered %+v", r)
+		}
+		stuck <- err
+	}()
+	<-entered // its batch is in flight on the stream
 	p, err := c.peer(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := p.stream(t.Context())
-	if err != nil || s == nil {
-		t.Fatalf("the open stream: %v, %v", s, err)
-	}
+	p.mu.Lock()
+	s := p.mu.stream
+	p.mu.Unlock()
 	p.redial(s.pc)
-	if _, err := s.decide(t.Context(), &peerv1.DecideBatch{Items: []*peerv1.Item{}}); !errors.Is(err, errStreamRetired) {
+	if _, err := s.decide(t.Context(), &peerv1.DecideBatch{}); !errors.Is(err, errStreamRetired) {
 		t.Fatalf("a send on the retired stream: %v, want errStreamRetired", err)
 	}
-	if s.ended() {
-		t.Fatal("the retired stream was ended: its batches in flight would fail")
+	release()
+	if err := <-stuck; err != nil {
+		t.Fatalf("the batch in flight on the retired stream: %v, want its answer", err)
 	}
 	if r, err := c.Decide(t.Context(), addr, item(2)); err != nil || r.Overall.TAT != 2 {
 		t.Fatalf("after the redial: %+v, %v", r, err)
