@@ -177,6 +177,10 @@ func (h *Holder) Stats() map[string]HolderStats {
 	return out
 }
 
+// Len is how many keys the holder tracks: held, wanted or refused, not
+// yet forgotten by Sweep.
+func (h *Holder) Len() int { return len(h.keys) }
+
 // IgnoredReplies counts replies that did not answer the latest refresh to
 // their owner; their grants strand at the owner.
 func (h *Holder) IgnoredReplies() int64 { return h.ignored }

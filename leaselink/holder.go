@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/weirhq/weir/breaker"
 	"github.com/weirhq/weir/decide"
@@ -55,6 +56,12 @@ func (l *Link) Spend(ctx context.Context, r *decide.Request, rt decide.Route, ou
 	l.hmu.Lock()
 	defer l.hmu.Unlock()
 	v, err := l.h.Spend(refs, r.Cost, l.monoNow())
+	if l.sleeping.Load() { // the holder tracks r's keys now: Run ticks again
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
 	// Two waits at most: a refresh already in flight may not carry this
 	// request's keys; the probe sent after it does.
 	for round := 0; err == nil && v.Outcome == lease.Await; round++ {
@@ -242,7 +249,7 @@ func (l *Link) sendRefresh(ctx context.Context, r lease.Refresh) {
 func (l *Link) Run(ctx context.Context) {
 	l.running.Store(true)
 	defer close(l.done)
-	t := l.clk.NewTicker(l.cfg.Tick)
+	t := l.clk.NewTimer(l.cfg.Tick)
 	defer t.Stop()
 	for {
 		select {
@@ -251,9 +258,30 @@ func (l *Link) Run(ctx context.Context) {
 		case <-l.stop:
 			return
 		case <-t.C():
-			l.Tick(ctx)
+		case <-l.wake: // only sent while sleeping
+			t.Stop()
 		}
+		l.sleeping.Store(false)
+		l.Tick(ctx)
+		t.Reset(l.nextTick())
 	}
+}
+
+// nextTick is Run's pause after a tick: Tick, or SweepEvery while the
+// holder tracks no key (a node with no leasable traffic then wakes once a
+// second, for the sweeps, not a hundred times). sleeping is set before the
+// holder is looked at, and Spend checks it after the holder took its keys,
+// so a Spend meanwhile either is seen here or wakes Run.
+func (l *Link) nextTick() time.Duration {
+	l.sleeping.Store(true)
+	l.hmu.Lock()
+	empty := l.h.Len() == 0
+	l.hmu.Unlock()
+	if empty {
+		return l.cfg.SweepEvery
+	}
+	l.sleeping.Store(false)
+	return l.cfg.Tick
 }
 
 // Shutdown stops Run and the probes of saturated keys and waits for them,

@@ -25,8 +25,10 @@ type Config struct {
 	// Holder tunes the holder (package lease). Its Name identifies this
 	// process to owners: the node's name plus an incarnation.
 	Holder lease.HolderConfig
-	// Tick is how often Tick runs in Run: a refresh is sent within one
-	// tick of being due. Keep it well under the shortest lease TTL.
+	// Tick is how often Tick runs in Run while the holder tracks a key
+	// (SweepEvery while it tracks none, until a Spend wakes it): a refresh
+	// is sent within one tick of being due. Keep it well under the
+	// shortest lease TTL.
 	Tick time.Duration
 	// SweepEvery is how often a tick also forgets idle keys (holder) and
 	// folds expired leases (owner, through Deps.Grants).
@@ -120,6 +122,10 @@ type Link struct {
 	done     chan struct{}
 	stopOnce sync.Once
 	running  atomic.Bool // Run started
+	// sleeping is set while Run waits SweepEvery, not Tick, because the
+	// holder tracks no key; a Spend then sends on wake (buffered 1).
+	sleeping atomic.Bool
+	wake     chan struct{}
 }
 
 // New returns a Link. Call Run for the refreshes.
@@ -141,7 +147,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 		return nil, err
 	}
 	l := &Link{cfg: cfg, deps: deps, clk: deps.Clock, logger: logger, born: deps.Clock.Now(), h: h,
-		settled: make(map[string]chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+		settled: make(map[string]chan struct{}), stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if l.metrics, err = newMetrics(reg, l); err != nil {
 		return nil, err
 	}

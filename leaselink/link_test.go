@@ -149,3 +149,51 @@ func TestGrantConfig_Validate_refusesBadValues(t *testing.T) {
 		}
 	}
 }
+
+// With no key tracked, Run waits SweepEvery between ticks, not Tick: a
+// node without leasable traffic wakes once a second. A Spend on a leasable
+// key wakes it at once, and it ticks every Tick while the key is tracked.
+func TestLink_Run_sleepsWhileNothingIsTracked(t *testing.T) {
+	l := newTestLink(t, 2)
+	clk := l.clk.(*clocktest.Manual)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func() time.Duration { // the pause Run armed after its tick
+		t.Helper()
+		wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer wcancel()
+		if err := clk.WaitForTimers(wctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		return clk.Timers()[0].Sub(clk.Now())
+	}
+	if d := next(); d != l.cfg.Tick {
+		t.Fatalf("first pause %s, want Tick %s", d, l.cfg.Tick)
+	}
+	clk.Advance(l.cfg.Tick)
+	waitUntil(t, "Run to sleep", l.sleeping.Load)
+	if d := next(); d != l.cfg.SweepEvery {
+		t.Fatalf("nothing tracked: pause %s, want SweepEvery %s", d, l.cfg.SweepEvery)
+	}
+	r := &decide.Request{Group: "t1", Keys: []string{"weir:{t1}:hot:t1"}, Limits: []gcra.Limit{bigLimit},
+		Defs: []*decide.Def{{Name: "hot", Lease: terms}}, Cost: 1}
+	l.Spend(t.Context(), r, decide.Route{Owner: "b", Addr: "b"}, make([]gcra.Result, 1), noBudget{})
+	waitUntil(t, "the Spend to wake Run", func() bool {
+		ts := clk.Timers()
+		return !l.sleeping.Load() && len(ts) == 1 && ts[0].Sub(clk.Now()) == l.cfg.Tick
+	})
+}
+
+// waitUntil polls cond until it holds, failing the test after 10s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

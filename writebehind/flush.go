@@ -15,9 +15,11 @@ var errNoClock = errors.New("writebehind: clock returned a non-positive time")
 
 // Run flushes every FlushInterval until ctx is done, backing off
 // exponentially (from FlushInterval up to MaxBackoff) while the Sink fails;
-// failed TATs stay pending and are retried. When ctx is done it makes one
-// final best-effort flush bounded by Timeout and returns its error, or nil.
-// Run blocks; start it in its own goroutine.
+// failed TATs stay pending and are retried. A flush that finds nothing
+// pending sleeps until the next Mark instead, which is then flushed
+// FlushInterval later, as any mark is: an idle node wakes for nothing.
+// When ctx is done it makes one final best-effort flush bounded by Timeout
+// and returns its error, or nil. Run blocks; start it in its own goroutine.
 func (w *Writer) Run(ctx context.Context) error {
 	timer := w.clk.NewTimer(w.cfg.FlushInterval)
 	defer timer.Stop()
@@ -34,7 +36,31 @@ func (w *Writer) Run(ctx context.Context) error {
 			continue
 		}
 		delay = 0
+		if !w.sleepWhileIdle(ctx) {
+			return w.finalFlush(ctx)
+		}
 		timer.Reset(w.cfg.FlushInterval)
+	}
+}
+
+// sleepWhileIdle waits for a Mark while nothing is pending, and returns at
+// once otherwise; false when ctx ended first. Marks check idle after
+// adding their key, and Pending reads the shards after idle is set, so a
+// mark made meanwhile is either seen here or wakes the sleep.
+func (w *Writer) sleepWhileIdle(ctx context.Context) bool {
+	if w.Pending() > 0 {
+		return true
+	}
+	w.idle.Store(true)
+	defer w.idle.Store(false)
+	if w.Pending() > 0 {
+		return true
+	}
+	select {
+	case <-w.wake:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

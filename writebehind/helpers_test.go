@@ -167,13 +167,21 @@ func waitArmed(t *testing.T, clk *clocktest.Manual) time.Duration {
 	return clk.Timers()[0].Sub(clk.Now())
 }
 
-// fireRun waits until Run has armed its timer, moves clk to its deadline
-// and waits until the flush that fires has finished (Run arms the timer
-// again). It returns the delay the timer waited.
-func fireRun(t *testing.T, clk *clocktest.Manual) time.Duration {
+// fireRun waits until w's Run has armed its timer, moves clk to its
+// deadline and waits until the flush that fires has finished (waitFlushed).
+// It returns the delay the timer waited.
+func fireRun(t *testing.T, clk *clocktest.Manual, w *writebehind.Writer) time.Duration {
 	t.Helper()
 	d := waitArmed(t, clk)
 	clk.Advance(d)
-	waitArmed(t, clk)
+	waitFlushed(t, clk, w)
 	return d
+}
+
+// waitFlushed waits until w's Run has finished its flush: it armed its
+// timer again (something is pending, or the flush failed), or it sleeps
+// until the next mark (nothing is).
+func waitFlushed(t *testing.T, clk *clocktest.Manual, w *writebehind.Writer) {
+	t.Helper()
+	waitFor(t, "Run to arm its timer or sleep", func() bool { return len(clk.Timers()) > 0 || w.Sleeping() })
 }

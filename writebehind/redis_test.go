@@ -203,8 +203,8 @@ func TestWriter_Mark_neverBlocksWhileRedisPaused(t *testing.T) {
 
 	srv.Resume()
 	resumed = true
-	waitArmed(t, clk) // the stuck flush has finished
-	fireRun(t, clk)   // the first flush started after every mark
+	waitFlushed(t, clk, w) // the stuck flush has finished
+	fireRun(t, clk, w)     // the first flush started after every mark
 	if got := w.Pending(); got != 0 {
 		t.Errorf("pending = %d after the first flush since the resume, want 0", got)
 	}
@@ -254,14 +254,14 @@ func TestWriter_Run_realRedisOutageRetried(t *testing.T) {
 		want[k] = base + int64(i)
 		w.Mark(k, base+int64(i))
 	}
-	fireRun(t, clk)
-	fireRun(t, clk)
+	fireRun(t, clk, w)
+	fireRun(t, clk, w)
 	if got := metricValue(t, reg, "weir_writebehind_flushes_total", "error"); got != 2 {
 		t.Fatalf("failed flushes = %g after two flushes during the outage, want 2", got)
 	}
 	sink.outage.Store(false)
 	srv.Resume()
-	fireRun(t, clk)
+	fireRun(t, clk, w)
 	if got := w.Pending(); got != 0 {
 		t.Errorf("pending = %d after the first flush since the resume, want 0", got)
 	}

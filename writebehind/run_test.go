@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirhq/weir/clock/clocktest"
 	"github.com/weirhq/weir/writebehind"
 )
 
@@ -29,11 +30,31 @@ func TestWriter_Run_flushesAtExactlyTheInterval(t *testing.T) {
 		t.Fatalf("%d sink calls before FlushInterval passed", calls)
 	}
 	clk.Advance(time.Nanosecond)
-	if d := waitArmed(t, clk); d != cfg.FlushInterval {
-		t.Fatalf("next flush in %s after a good one, want FlushInterval %s", d, cfg.FlushInterval)
-	}
+	waitFlushed(t, clk, w)
 	if v, ok := sink.get("k"); !ok || v != 42 {
 		t.Fatalf("k = %d (stored %v) after the first flush, want 42", v, ok)
+	}
+	checkSleepsUntilMarked(t, clk, w, cfg)
+}
+
+// checkSleepsUntilMarked: with nothing pending Run arms no timer, however
+// long the clock runs; the next mark arms it for FlushInterval from then,
+// and that flush stores the mark.
+func checkSleepsUntilMarked(t *testing.T, clk *clocktest.Manual, w *writebehind.Writer, cfg writebehind.Config) {
+	t.Helper()
+	waitFor(t, "Run to sleep with nothing pending", w.Sleeping)
+	clk.Advance(time.Hour)
+	if got := clk.Timers(); len(got) != 0 {
+		t.Fatalf("nothing pending: timers %v armed, want none", got)
+	}
+	w.Mark("later", 7)
+	if d := waitArmed(t, clk); d != cfg.FlushInterval {
+		t.Fatalf("after a mark, the flush in %s, want FlushInterval %s", d, cfg.FlushInterval)
+	}
+	clk.Advance(cfg.FlushInterval)
+	waitFlushed(t, clk, w)
+	if w.Pending() != 0 {
+		t.Fatalf("pending %d after the flush of the mark that woke Run", w.Pending())
 	}
 }
 
@@ -51,7 +72,7 @@ func TestWriter_Run_backoffDoublesToMaxThenResets(t *testing.T) {
 	w.Mark("k", 42)
 	var got []time.Duration
 	for range 10 {
-		got = append(got, fireRun(t, clk))
+		got = append(got, fireRun(t, clk, w))
 	}
 	ms := time.Millisecond
 	// the first pause is the interval, then one per failed flush
@@ -63,14 +84,12 @@ func TestWriter_Run_backoffDoublesToMaxThenResets(t *testing.T) {
 		t.Fatalf("pause after ten failures %s, want MaxBackoff %s", d, cfg.MaxBackoff)
 	}
 	sink.setFailing(false)
-	fireRun(t, clk)
-	if d := waitArmed(t, clk); d != cfg.FlushInterval {
-		t.Fatalf("pause after recovery %s, want FlushInterval %s", d, cfg.FlushInterval)
-	}
+	fireRun(t, clk, w)
 	if v, ok := sink.get("k"); !ok || v != 42 {
 		t.Fatalf("k = %d (stored %v) after recovery, want 42", v, ok)
 	}
 	if _, _, calls := sink.snapshot(); calls != 11 {
 		t.Fatalf("%d sink calls, want 11: one per flush", calls)
 	}
+	checkSleepsUntilMarked(t, clk, w, cfg) // and the backoff is gone: FlushInterval
 }

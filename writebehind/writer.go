@@ -77,6 +77,12 @@ type Writer struct {
 	inflight      atomic.Int64
 	inflightSince atomic.Int64
 
+	// idle is set while Run sleeps with nothing pending, waiting on wake
+	// rather than a timer: a Mark that makes a shard non-empty then sends
+	// on wake (buffered 1).
+	idle atomic.Bool
+	wake chan struct{}
+
 	buf     []redisbackend.TAT // guarded by sem
 	sinces  []int64            // guarded by sem; sinces[i] belongs to buf[i]
 	failing bool               // guarded by sem; the last store failed
@@ -110,6 +116,7 @@ func New(cfg Config, sink Sink, now func() int64, logger *slog.Logger, reg prome
 		logger: logger,
 		seed:   maphash.MakeSeed(),
 		sem:    make(chan struct{}, 1),
+		wake:   make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(w)
@@ -159,13 +166,20 @@ func (w *Writer) Mark(key string, tat int64) {
 	}
 	s := w.shard(key)
 	s.mu.Lock()
-	if len(s.dirty) == 0 {
+	first := len(s.dirty) == 0
+	if first {
 		s.since = w.now()
 	}
 	if old, ok := s.dirty[key]; (ok && tat > old) || (!ok && w.roomLocked(s)) {
 		s.dirty[key] = tat
 	}
 	s.mu.Unlock()
+	if first && w.idle.Load() {
+		select {
+		case w.wake <- struct{}{}:
+		default: // a wake is already on its way
+		}
+	}
 }
 
 // roomLocked reports whether s can take one more key under MaxBacklog,

@@ -215,7 +215,7 @@ func TestWriter_Run_sinkRecoversNothingLost(t *testing.T) {
 		w.Mark(k, int64(i))
 	}
 	for range 3 { // three failed flushes, one call each (500 keys < MaxBatch)
-		fireRun(t, clk)
+		fireRun(t, clk, w)
 	}
 	if _, _, calls := sink.snapshot(); calls != 3 {
 		t.Fatalf("%d sink calls after three flushes, want 3", calls)
@@ -229,7 +229,7 @@ func TestWriter_Run_sinkRecoversNothingLost(t *testing.T) {
 		t.Errorf("pending while failing = %d, want all 700 keys", got)
 	}
 	sink.setFailing(false)
-	fireRun(t, clk)
+	fireRun(t, clk, w)
 	if got := w.Pending(); got != 0 {
 		t.Errorf("pending after the first flush since recovery = %d, want 0", got)
 	}
