@@ -24,6 +24,7 @@ type Client struct {
 	cfg    Config
 	rdb    redis.UniversalClient
 	tls    *tlsfiles.Store // nil without TLS files
+	dialer *dialer
 	logger *slog.Logger
 	creds  atomic.Pointer[credentials]
 }
@@ -90,6 +91,10 @@ func (c *Client) options() (*redis.UniversalOptions, error) {
 		}
 		o.TLSConfig = c.tlsConfig()
 	}
+	// The dialer does TLS itself (go-redis's own is bypassed with a Dialer);
+	// TLSConfig stays set for what go-redis reads of it.
+	c.dialer = newDialer(o.TLSConfig, c.logger)
+	o.Dialer = c.dialer.DialContext
 	return o, nil
 }
 
@@ -197,8 +202,11 @@ func (c *Client) Run(ctx context.Context) error {
 	return c.tls.Run(ctx)
 }
 
-// Close closes the client's connections.
-func (c *Client) Close() error { return c.rdb.Close() }
+// Close closes the client's connections and ends its name lookups.
+func (c *Client) Close() error {
+	c.dialer.close()
+	return c.rdb.Close()
+}
 
 // String describes the target as Config.String does, without a password.
 func (c *Client) String() string { return c.cfg.String() }

@@ -30,6 +30,11 @@
 // password valid on the server until the reload is done); never log
 // Config's Password field itself, only String.
 //
+// Host names are dialled by the client's own dialer: a lookup that is
+// late or fails for a temporary reason falls back to the name's last
+// answer (see docs/operations.md, "Connecting to Redis"), so a stalled
+// resolver does not keep a node from a Redis that is up.
+//
 // A password is never part of an error or of String: a URL that does not
 // parse is reported with its password replaced by "xxxxx".
 package redisconn
