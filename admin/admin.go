@@ -50,6 +50,23 @@ type KeyState struct {
 	ResetAfterUS int64  `json:"reset_after_micros"`
 	Burst        int64  `json:"burst,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// Kind is "concurrency" for a concurrency limit's key; then InFlight
+	// is the units of live permits, Burst the limit's max_in_flight,
+	// Remaining the free slots, RetryAfter the wait until a slot frees by
+	// expiry, ResetAfter until the last permit expires, and Permits lists
+	// them. Empty for a rate limit's key.
+	Kind     string        `json:"kind,omitempty"`
+	InFlight int64         `json:"in_flight,omitempty"`
+	Permits  []PermitState `json:"permits,omitempty"`
+}
+
+// PermitState is one live permit of a concurrency key. ID is the first 4
+// bytes of the permit's id in hex: enough to tell permits apart, never the
+// whole id, which is the permit itself.
+type PermitState struct {
+	ID          string `json:"id"`
+	Cost        int64  `json:"cost"`
+	ExpiresInUS int64  `json:"expires_in_micros"`
 }
 
 // Answer is one node's reply to Ask.

@@ -144,6 +144,14 @@ func limitSpecs(policyYAML []byte, classes []workload.Class) ([]history.LimitSpe
 		if l.Lease != nil {
 			spec.LeaseMax, spec.LeaseTTL = l.Lease.Max, l.Lease.TTL
 		}
+		if l.Kind == policy.KindConcurrency {
+			// Interval and Burst carry the permit bound (Params), so
+			// the header reads as any limit's; the checker judges the
+			// permits instead of windows.
+			spec.MaxInFlight, spec.PermitTTL = l.MaxInFlight, l.TTL
+			out = append(out, spec)
+			continue
+		}
 		switch {
 		case !written(l.Name):
 			spec.OnFailure, spec.Default, spec.FallbackShare = string(policy.FailLocal), true, true

@@ -139,10 +139,11 @@ func TestFullSuite_scenarios(t *testing.T) {
 // and a class of the workload matches that limit alone, so a non-owner may
 // decide its requests from leases. Multi-region scenarios are the exception:
 // their one limit is scope: global, which may not be leased (docs/regions.md
-// §6.10).
+// §6.10); so is the concurrency scenario, whose one limit holds permits
+// (a concurrency limit is never leased).
 func TestPolicies_leasableClassIsLeased(t *testing.T) {
 	for _, s := range FullSuite() {
-		if s.Regions > 0 || s.Name() == "rlqs-kill-owner" {
+		if s.Regions > 0 || s.Name() == "rlqs-kill-owner" || s.Name() == "concurrency-kill-owner" {
 			continue // RLQS: the limit answers Envoy's domain, and its lease holders are the streams
 		}
 		o := s.options(Options{Nodes: 3, Policy: []byte(DefaultPolicy), Classes: DefaultClasses()})

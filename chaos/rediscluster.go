@@ -67,6 +67,12 @@ func (tb *testbed) clusterAddrs() []string {
 func (tb *testbed) startRedisCluster(ctx context.Context) error {
 	tb.cluster = &redisClusterBed{procs: make([]*netlab.Proc, clusterNodes)}
 	for i := range clusterNodes {
+		// A new cluster: the nodes.conf and RDB an earlier run left in the
+		// same output directory would make the node refuse to be created
+		// ("is not empty") or rejoin the old cluster.
+		if err := os.RemoveAll(tb.clusterData(i)); err != nil {
+			return err
+		}
 		if err := tb.runClusterNode(ctx, i); err != nil {
 			return err
 		}
@@ -83,7 +89,7 @@ func (tb *testbed) startRedisCluster(ctx context.Context) error {
 // nodes.conf makes it rejoin) and waits for PING.
 func (tb *testbed) runClusterNode(ctx context.Context, i int) error {
 	name := fmt.Sprintf("redis-c%d", i)
-	data := filepath.Join(tb.dir, name)
+	data := tb.clusterData(i)
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return err
 	}
@@ -101,6 +107,11 @@ func (tb *testbed) runClusterNode(ctx context.Context, i int) error {
 	tb.cluster.procs[i] = p
 	addr := tb.clusterAddr(i)
 	return waitUntil(ctx, 10*time.Second, name+" to answer PING", func() error { return ping(addr) })
+}
+
+// clusterData is cluster node i's data directory (its nodes.conf).
+func (tb *testbed) clusterData(i int) string {
+	return filepath.Join(tb.dir, fmt.Sprintf("redis-c%d", i))
 }
 
 // clusterDo runs one command on cluster node i.

@@ -77,6 +77,7 @@ func ShortSuite() []Scenario {
 		scenario("minority-partition", 12*time.Second),
 		scenario("redis-outage", 10*time.Second),
 		starve,
+		ConcurrencySuite()[0],
 	}
 }
 
@@ -97,6 +98,7 @@ func FullSuite() []Scenario {
 	}
 	out = append(append(out, HotKeySuite()...), RegionSuite()...)
 	out = append(out, RedisFailoverSuite()...)
+	out = append(out, ConcurrencySuite()...)
 	return append(out, RLQSSuite()...)
 }
 

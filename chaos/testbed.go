@@ -95,10 +95,11 @@ func newTestbed(ctx context.Context, dir string, opts Options, events *history.W
 	if err != nil {
 		return nil, err
 	}
-	tb = &testbed{lab: lab, dir: dir, nodeBin: opts.NodeBin, victim: opts.VictimGroup, events: events, logf: logf}
+	made := &testbed{lab: lab, dir: dir, nodeBin: opts.NodeBin, victim: opts.VictimGroup, events: events, logf: logf}
+	tb = made
 	defer func() {
 		if err != nil {
-			tb.close()
+			made.close() // not tb: "return nil, err" has already set it to nil
 			tb = nil
 		}
 	}()

@@ -38,6 +38,8 @@ type Client struct {
 	router  *router  // nil when routing is off
 	leases  *leaser  // nil when leases are off
 
+	renewers renewers // of the permits Acquire holds
+
 	// life is cancelled by Close; every RPC is cut short by it.
 	life   context.Context
 	cancel context.CancelFunc
@@ -46,6 +48,18 @@ type Client struct {
 	closeOnce sync.Once
 	closeErr  error
 }
+
+// The Client's HTTP/2 flow-control windows are static. With gRPC's
+// default, dynamic windows the receiver of data sends a PING after it
+// whenever none is outstanding, to estimate the link's bandwidth-delay
+// product: for a client that sends one decision per call, a PING and its
+// ACK per answer, which the node must read and write. 1 MiB per call holds
+// any plain answer; a larger one (a big DecideBatch) waits for window
+// updates as it is read.
+const (
+	answerWindowBytes = 1 << 20
+	connWindowBytes   = 16 << 20
+)
 
 // New validates cfg and returns a Client for cfg.Target. It does not
 // connect: the connection is made on first use and re-made as needed (see
@@ -66,7 +80,8 @@ func New(cfg Config, opts ...grpc.DialOption) (*Client, error) {
 		}
 	}
 	// Later options win, so the caller's credentials replace these.
-	all := append([]grpc.DialOption{grpc.WithTransportCredentials(creds)}, opts...)
+	all := append([]grpc.DialOption{grpc.WithTransportCredentials(creds),
+		grpc.WithStaticStreamWindowSize(answerWindowBytes), grpc.WithStaticConnWindowSize(connWindowBytes)}, opts...)
 	conn, err := grpc.NewClient(cfg.Target, all...)
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %q: %w", cfg.Target, err)
@@ -100,16 +115,20 @@ func (c *Client) Close() error {
 // Shutdown gives the units of every lease held back to their owners (with
 // Config.Leases; units it cannot return within ctx, or within
 // LeaseConfig.RefreshTimeout, strand until their leases expire), then
-// fails every pending call with ErrClosed, waits for the client's
-// goroutines to end and closes the connection. It is idempotent: later
+// fails every pending call with ErrClosed, stops renewing the permits
+// Acquire holds (they are not released: their slots come back at their
+// TTL), waits for the client's goroutines to end and closes the
+// connection. It is idempotent: later
 // calls return the first call's result.
 func (c *Client) Shutdown(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		if c.leases != nil {
 			c.leases.shutdown(ctx)
 		}
-		c.cancel()
+		c.renewers.close()
+		c.cancel() // ends every renewer
 		c.bg.Wait()
+		c.renewers.wg.Wait()
 		if c.batcher != nil {
 			c.batcher.close()
 		}

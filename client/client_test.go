@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/client"
+	"github.com/weirhq/weir/grpclimit/grpclimittest"
 	"github.com/weirhq/weir/server/servertest"
 )
 
@@ -356,5 +358,25 @@ func TestConfig_Validate(t *testing.T) {
 				_ = c.Close()
 			}
 		})
+	}
+}
+
+// TestClient_Decide_sendsNoBDPPings makes 300 calls one by one through a
+// relay that parses what the Client sends: a Client with gRPC's dynamic
+// windows would PING after nearly every answer (and the node would read it
+// and write its ACK); with static windows it sends none.
+func TestClient_Decide_sendsNoBDPPings(t *testing.T) {
+	var frames grpclimittest.Frames
+	c := newClient(t, grpclimittest.CountingRelay(t, servertest.Serve(t, newFakeServer()), &frames), 0, 0)
+	for i := range 300 {
+		if _, err := c.Decide(t.Context(), map[string]string{"id": strconv.Itoa(i)}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if frames.Data.Load() == 0 {
+		t.Fatal("the relay parsed no DATA frame: it is not seeing the Client's calls")
+	}
+	if n := frames.Pings.Load(); n != 0 {
+		t.Errorf("the Client sent %d PINGs with %d DATA frames over 300 calls, want none", n, frames.Data.Load())
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weirhq/weir/clock"
 )
 
 // Defaults used by DefaultConfig and for zero fields of a Config.
@@ -80,6 +82,20 @@ type Config struct {
 	// must serve weir.v1.Leases; one that does not answers UNIMPLEMENTED
 	// and the client decides everything over Decide. nil: off.
 	Leases *LeaseConfig
+
+	// Clock drives the renewers of the permits Acquire holds; nil is
+	// clock.Real(). Tests pass a clocktest.Manual.
+	Clock clock.Clock
+	// OnPermitError, when set, is told when a permit held by Acquire could
+	// not be renewed or released. err wraps ErrPermitLost when the owner
+	// answered that it holds no such permit (expired, or lost with a
+	// crashed owner): renewing has stopped and the slots may be held by
+	// others now. Any other err is the failed call's: a renew is tried
+	// again at its next tick, a release is not (the slots come back when
+	// the permit's TTL ends). descriptors are the Acquire's (a copy the
+	// callee may keep). It runs on the client's goroutines or in release;
+	// it must be safe for concurrent use and return promptly.
+	OnPermitError func(descriptors map[string]string, err error)
 }
 
 // DefaultConfig returns a Config with batching and routing off, MaxBatch
@@ -135,6 +151,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRouteConns == 0 {
 		c.MaxRouteConns = DefaultMaxRouteConns
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
 	}
 	return c
 }

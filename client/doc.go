@@ -68,6 +68,44 @@
 // Shutdown (and Close) gives every unspent unit back before closing.
 // LeaseStats counts decisions from leases and RPCs of both kinds.
 //
+// # Concurrency permits and reservations
+//
+// A concurrency limit (kind: concurrency in the policy) bounds the
+// requests in flight rather than their rate. Acquire asks once and, when
+// admitted, holds the answer's permit until release:
+//
+//	release, resp, err := c.Acquire(ctx, map[string]string{"tenant": "acme", "op": "export"})
+//	switch {
+//	case err != nil:
+//		// weir did not answer: apply your own failure policy.
+//	case !resp.GetAllowed():
+//		// busy; resp.GetRetryAfter() is the wait until enough permits expire.
+//	default:
+//		defer release() // idempotent; also on panic
+//		runExport()
+//	}
+//
+// While held, a goroutine renews the permit every third of its TTL (the
+// window of the answer's concurrency limits), so work may outlive one
+// TTL; a renewal the owner answers with renewed: false (the permit
+// expired, or its owner crashed without Redis) stops renewing and tells
+// Config.OnPermitError, wrapping ErrPermitLost. release sends Release
+// with a timeout of its own, so it works after the caller's context has
+// ended. A caller that crashes leaves its slots held until their TTL.
+//
+// Reserve charges a request's most cost now and returns settle, which
+// charges its actual cost once known (refunding the rest, or charging an
+// excess): reserve the most tokens an LLM call may use, settle what it
+// used. An unsettled reservation stays charged as reserved.
+//
+// Release, Renew and Settle are the plain calls on a token
+// (DecideResponse.permit or reservation), for callers that keep tokens
+// themselves. Acquire, Reserve and these never go through batching or
+// leases (a permit is the caller's own, decided at the owner); with
+// Config.Route, Acquire and Reserve go to their descriptors' owner and
+// the calls on a token to the owner of its group (ticket.Group), or to
+// Target when the client cannot place it.
+//
 // Transport security: a node started with --tls-cert takes TLS clients; set
 // Config.TLS (CA bundle, and a client certificate when the node requires
 // one with --tls-client-ca). The client re-reads those files when they
@@ -82,6 +120,10 @@
 //     member was UNAVAILABLE, once, through Target (see Config.Route).
 //   - Keep Config.Timeout short; it applies inside the caller's context, so a
 //     shorter deadline on ctx still wins.
+//   - Call every release Acquire returned once the work ends, and
+//     settle every reservation; before Close, which stops renewing held
+//     permits (their slots come back at their TTL) and after which
+//     release cannot send.
 //   - Call Close (or Shutdown with your own deadline) once done. It
 //     returns leased units, fails pending calls with ErrClosed and
 //     returns after the client's goroutines have ended.

@@ -111,6 +111,20 @@ func (r *router) pick(desc map[string]string) *memberConn {
 	return rt.conns[i]
 }
 
+// pickGroup returns the connection of group g's owner, or nil to send to
+// Config.Target; as pick.
+func (r *router) pickGroup(g string) *memberConn {
+	rt := r.cur.Load()
+	if rt == nil {
+		return nil
+	}
+	i, ok := rt.table.GroupOwner(g)
+	if !ok {
+		return nil
+	}
+	return rt.conns[i]
+}
+
 // observe compares an answer's ring epoch and policy version with the
 // table's and asks for a refresh when they differ. An epoch of zero comes
 // from a node that does not publish its topology.

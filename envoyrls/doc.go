@@ -50,6 +50,17 @@
 // is OK without current_limit; an unlimited one has limit_remaining
 // 4294967295.
 //
+// # Concurrency limits
+//
+// Limits of kind: concurrency are not evaluated here: Envoy's filter
+// cannot release a permit, so every permit taken for it would hold its
+// slot until its ttl. A descriptor whose limit is a concurrency limit is
+// answered OK without current_limit, as a descriptor no limit answers,
+// and takes no permit (nor does its replaces apply). hits_addend stays
+// the up-front charge of rate limits; a gateway that learns a request's
+// real cost settles it over weir's own API (/v1/settle with a reservation
+// from /v1/decide).
+//
 // # Use
 //
 //	svc, err := envoyrls.New(lim, logger, reg) // lim is a *limiter.Limiter

@@ -153,7 +153,8 @@ func checkDescriptor(d *rlscommon.RateLimitDescriptor) error {
 }
 
 // resolve finds each descriptor's limit and cost, then switches off the
-// limits that another matched limit replaces.
+// limits that another matched limit replaces. A concurrency limit's match
+// is skipped (package doc).
 func resolve(p *policy.Policy, in *rlsv3.RateLimitRequest) []descriptor {
 	ds := make([]descriptor, len(in.GetDescriptors()))
 	replaced := map[string]bool{}
@@ -163,6 +164,12 @@ func resolve(p *policy.Policy, in *rlsv3.RateLimitRequest) []descriptor {
 			entries[j] = policy.EnvoyEntry{Key: e.GetKey(), Value: e.GetValue()}
 		}
 		ds[i].match, ds[i].matched = p.ResolveEnvoy(in.GetDomain(), entries)
+		if ds[i].matched && ds[i].match.Limit.Def().Concurrency {
+			// Not evaluated: Envoy cannot release a permit, so one taken
+			// here would hold its slot until its ttl. The descriptor is
+			// answered as one no limit answers.
+			ds[i].matched = false
+		}
 		ds[i].cost = int64(in.GetHitsAddend())
 		if h := d.GetHitsAddend(); h != nil {
 			ds[i].cost = int64(h.GetValue())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/intake"
 	"github.com/weirhq/weir/peer"
 )
 
@@ -143,6 +144,12 @@ func (t *debtTable) done(owner string) {
 // RecordFallback implements limiter.FallbackDebtor: it records units the
 // limiter admitted by fallback, to be charged at the keys' owner later.
 // Safe for concurrent use; never blocks on I/O.
+//
+// keys must hold no concurrency limit's key: fallback debt is never
+// recorded for permits, and a gcra.Limit does not say which keys those
+// are, so the caller (the limiter, which knows its matches' kinds) leaves
+// them out. An owner's intake refuses debt on a concurrency key; a debt an
+// owner refuses is dropped, not kept for the next flush.
 func (f *Router) RecordFallback(group string, keys []string, limits []gcra.Limit, cost int64) {
 	var dropped int64
 	for i, k := range keys {
@@ -190,6 +197,12 @@ func (f *Router) flushDebts(owner string, now int64, entries []debtEntry) {
 				res = f.deps.Owner.ChargeDebt(ctx, &it)
 			} else {
 				res, err = f.forward(ctx, rt, it)
+			}
+			if err == nil && res.Reason == intake.ReasonRefused {
+				// The owner will refuse it again (a concurrency key, whose
+				// permits take no debt, or a key its policy refuses).
+				f.debt.WithLabelValues("dropped").Add(float64(d.units))
+				return
 			}
 			if err != nil || res.Err != nil || res.NotOwner != "" {
 				if dropped := f.debts.add(d.group, d.key, d.limit, d.units); dropped > 0 {

@@ -24,6 +24,26 @@
 // admissions in time instead of adding them (debt.go; docs/operations.md,
 // "Fallback allowance").
 //
+// Concurrency limits, reservations and token ops (issue 26) travel the
+// same path. A request with an Op (Release, Renew or Settle of a token) is
+// routed by its token's group like a decision, NotOwner retry and
+// ownership_changing included. Requests with an Op, Reserve or a
+// concurrency key (decide.Def.Concurrency) are never decided from leases,
+// and the leases never learn from a concurrency key's or an op's answer.
+// A forward carries Reserve and Op (never Defs or Grant); the owner's
+// decide.Grant comes back in peer.Result.Grant and is copied into the
+// caller's Request.Grant, if it set one, before Decide returns (for the
+// groups this node owns, its owner fills Request.Grant itself). Fallback
+// debt is never charged to a concurrency key: the limiter leaves those
+// keys out of RecordFallback, and a debt an owner refuses is dropped.
+//
+// Retries: a forwarded Release, Renew or Settle that times out may have
+// been applied by the owner; the caller may send it again, as ops are
+// idempotent by id (a second one answers Done false). An acquire (a
+// decision with concurrency keys) that times out after the owner
+// committed it holds its slots until the permit's TTL, with no token at
+// the caller: that is the caller's crash case, bounded by the TTL.
+//
 // Routes (the ring and the members' addresses) is built first and read by
 // everything else: the owner's ownership recheck, the region link
 // (regionlink.Owners) and the lease holder, so nothing is bound late.

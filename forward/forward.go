@@ -146,8 +146,12 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 }
 
 // Decide is the limiter's store: it routes r once, decides locally when
-// this node owns r.Group, decides from leases when it can, and otherwise
-// forwards to the owner.
+// this node owns r.Group, decides from leases when it can (never an op, a
+// reservation or a request with a concurrency key), and otherwise
+// forwards to the owner. When r.Grant is set it receives the owner's
+// Grant before Decide returns. An op or acquire that fails with an
+// UnavailableError may still have been applied at the owner (see the
+// package doc, "Retries").
 func (f *Router) Decide(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
 	rt := f.routes.Route(r.Group)
 	if rt.Owner == f.local {
@@ -157,15 +161,12 @@ func (f *Router) Decide(ctx context.Context, r *decide.Request, out []gcra.Resul
 		}
 		return agg, err
 	}
-	if f.deps.Leases != nil {
+	if f.deps.Leases != nil && leasable(r) {
 		if agg, ok := f.deps.Leases.Spend(ctx, r, rt, out, f); ok {
 			return agg, nil
 		}
 	}
-	// Copies: a forward that times out may still be queued or sent after
-	// Decide returns, and the limiter reuses r (limiter.Store). Like the
-	// wire, it carries no Defs: the owner fills them from its own policy.
-	it := decide.Request{Group: r.Group, Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost, Now: r.Now, Strict: r.Strict}
+	it := forwardCopy(r)
 	res, err := f.forward(ctx, rt, it)
 	if err == nil && res.NotOwner != "" && res.NotOwner != rt.Owner {
 		f.metrics.notOwner.Inc()
@@ -193,11 +194,73 @@ func (f *Router) Decide(ctx context.Context, r *decide.Request, out []gcra.Resul
 		return gcra.Result{}, fmt.Errorf("forward: owner answered %d results for %d limits", len(res.Results), len(r.Keys))
 	}
 	copy(out, res.Results)
+	copyGrant(r, res.Grant)
 	f.repay(rt.Owner, r.Now)
 	if !res.Overall.Allowed && f.deps.Leases != nil {
-		f.deps.Leases.NoteDenials(r, out)
+		f.noteDenials(r, out)
 	}
 	return res.Overall, nil
+}
+
+// forwardCopy is what a forward of r carries. Copies: a forward that
+// times out may still be queued or sent after Decide returns, and the
+// limiter reuses r (limiter.Store). Like the wire, it carries no Defs (the
+// owner fills them from its own policy) and no Grant (the owner answers
+// its own, which Decide copies into r's: copyGrant).
+func forwardCopy(r *decide.Request) decide.Request {
+	it := decide.Request{Group: r.Group, Keys: slices.Clone(r.Keys), Limits: slices.Clone(r.Limits), Cost: r.Cost, Now: r.Now,
+		Strict: r.Strict, Reserve: r.Reserve}
+	if r.Op != nil {
+		op := *r.Op
+		it.Op = &op
+	}
+	return it
+}
+
+// copyGrant writes the owner's Grant g into r.Grant when the caller asked
+// for one (a nil g, as the wire reads an empty Grant, is a zero Grant).
+// Decide calls it before it returns, while the caller waits: an answer
+// that arrives after that is dropped by the peer client and writes
+// nowhere.
+func copyGrant(r *decide.Request, g *decide.Grant) {
+	if r.Grant == nil {
+		return
+	}
+	*r.Grant = decide.Grant{}
+	if g != nil {
+		*r.Grant = *g
+	}
+}
+
+// leasable reports whether r may be decided from leases: not an op, not a
+// reservation (the owner keeps it), and no concurrency key (permits are
+// held at the owner).
+func leasable(r *decide.Request) bool {
+	return r.Op == nil && !r.Reserve && !r.HasConcurrency()
+}
+
+// noteDenials tells the leases of the owner's denials of r's rate keys.
+// An op answers no decision, and a concurrency key's RetryAfter is the
+// wait for permits to expire, not a GCRA schedule: neither is noted.
+func (f *Router) noteDenials(r *decide.Request, out []gcra.Result) {
+	switch {
+	case r.Op != nil:
+		return
+	case !r.HasConcurrency():
+		f.deps.Leases.NoteDenials(r, out)
+		return
+	}
+	rate := decide.Request{Group: r.Group, Cost: r.Cost, Now: r.Now}
+	var rout []gcra.Result
+	for i, k := range r.Keys {
+		if d := r.Def(i); d == nil || !d.Concurrency {
+			rate.Keys, rate.Limits, rate.Defs = append(rate.Keys, k), append(rate.Limits, r.Limits[i]), append(rate.Defs, d)
+			rout = append(rout, out[i])
+		}
+	}
+	if len(rate.Keys) > 0 {
+		f.deps.Leases.NoteDenials(&rate, rout)
+	}
 }
 
 // forward sends it to rt's owner within a budget derived from ctx and the

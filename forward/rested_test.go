@@ -26,8 +26,10 @@ func restedCluster(t *testing.T) *testCluster {
 
 const restedMargin = 100 * time.Millisecond
 
-// settle lets span + margin pass for the test policy's limits.
-func (tc *testCluster) settle() { tc.clock.Add(restedMargin + 200*time.Millisecond) }
+// settle lets the load rule's span (twice burst × interval: per-tenant's
+// 200 ms, doubled for a settlement's excess) and the margin pass for the
+// test policy's limits.
+func (tc *testCluster) settle() { tc.clock.Add(restedMargin + 2*200*time.Millisecond) }
 
 func (tc *testCluster) loads() (n float64) {
 	for name := range tc.nodes {

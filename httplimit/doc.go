@@ -55,6 +55,18 @@
 // policy made the decision. Use WithErrorHook to count or log these errors:
 // a silent fail-open looks exactly like healthy traffic.
 //
+// # Concurrency limits
+//
+// ConcurrencyMiddleware bounds the requests in flight on routes that match
+// a concurrency limit: it acquires a permit (from an Acquirer, such as
+// *client.Client) before the handler and releases it with a deferred call
+// when the handler returns or panics. A denial is 429 with Retry-After,
+// the wait until enough permits expire; errors follow the ErrorPolicy as
+// above (a request served by FailOpen holds no permit):
+//
+//	c, _ := client.New(cfg) // Acquire renews the permit while the handler runs
+//	http.Handle("/export", httplimit.ConcurrencyMiddleware(c, describe)(export))
+//
 // # Caller duties
 //
 //   - Keep limit names printable ASCII: an sf-string cannot carry other

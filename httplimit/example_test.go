@@ -6,6 +6,7 @@ import (
 	"time"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
+	"github.com/weirhq/weir/client"
 	"github.com/weirhq/weir/httplimit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -54,4 +55,34 @@ func ExampleMiddleware() {
 		httplimit.WithErrorPolicy(httplimit.FailClosed),
 	)(app)
 	_ = limited
+}
+
+// *client.Client is an Acquirer.
+var _ httplimit.Acquirer = (*client.Client)(nil)
+
+func ExampleConcurrencyMiddleware() {
+	cfg := client.DefaultConfig()
+	cfg.Target = "weir.internal:8081"
+	c, err := client.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	// The policy limits exports per tenant with kind: concurrency.
+	describe := func(r *http.Request) (map[string]string, int64, bool) {
+		tenant := r.Header.Get("X-Tenant")
+		if tenant == "" {
+			return nil, 0, false // not limited
+		}
+		return map[string]string{"tenant": tenant, "op": "export"}, 1, true
+	}
+	export := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Runs while the permit is held (and renewed); it is released
+		// when this returns, or panics.
+	})
+	mux := http.NewServeMux()
+	mux.Handle("/export", httplimit.ConcurrencyMiddleware(c, describe,
+		httplimit.WithTimeout(100*time.Millisecond),
+	)(export))
+	_ = mux
 }

@@ -102,13 +102,7 @@ func Middleware(d Decider, describe func(*http.Request) (descriptors map[string]
 				cfg.failed(w, r, next, err)
 				return
 			}
-			h := w.Header()
-			WriteHeaders(h, resp)
-			if fb := resp.GetFallback(); fb != nil {
-				h.Set(FallbackField, fb.GetMode())
-			}
-			if !resp.GetAllowed() {
-				deny(w, resp.GetTooCostly())
+			if !admit(w, resp) {
 				return
 			}
 			next.ServeHTTP(w, r)

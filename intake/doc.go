@@ -14,6 +14,19 @@
 // refresh it replaces the sender's lease terms and limit name with the
 // policy's, so no sender can ask for more per grant or for longer.
 //
+// Concurrency limits, reservations and token operations (issue 26): an
+// item with Op (a Release, Renew or Settle of a token) must have cost 0
+// (an item without Op, cost > 0 as before), a valid kind, a non-zero id,
+// a TTL in [0, permit.MaxTTL] and an Actual in [0, gcra.MaxSpan], and
+// keys that all resolve in the owner's policy: a Settle's fast rate keys,
+// a Release's or Renew's concurrency keys. Reserve is refused on strict
+// or debt items and beside strict or global keys; a concurrency key is
+// refused in a strict or debt item. A concurrency key's numbers are its
+// permit bound (decide.PermitLimit) and are checked as one. The Defs it
+// fills say which keys are concurrency keys (decide.Def.Concurrency,
+// from the policy's Def). Refusals are counted under reason "kind" (and
+// "shape" for an op's own fields).
+//
 // Usage (cmd/node wires it on the peer server):
 //
 //	v, _ := intake.NewValidator(intake.DefaultValidatorConfig(), o, policies, nowNanos, reg)

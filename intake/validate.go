@@ -111,13 +111,20 @@ type PolicySource interface {
 //   - shape: it has no keys, more than MaxKeys, keys and limits that do
 //     not pair up, a key longer than MaxKeyBytes or not UTF-8, a key
 //     repeated in the item, or a cost
-//     outside [1, limiter.MaxCost];
+//     outside [1, limiter.MaxCost] (0 on an item with Op, whose kind,
+//     id, TTL and Actual must be valid: checkOp);
 //   - skew: its Now is more than MaxSkew from the owner's clock;
 //   - group: a key's hash tag is not the item's group;
 //   - params: a limit outside the ranges a policy accepts
 //     (policy.CheckParams), or, for a limit whose numbers depend on a
 //     tenant the key does not carry, numbers the owner's policy never
-//     gives that limit.
+//     gives that limit (a concurrency key's permit bound is checked as
+//     one: policy.CheckPermitParams);
+//   - kind: the item asks of its keys what their limits' kinds do not
+//     allow (checkKinds): Reserve beside a strict or global key, an Op on
+//     keys the policy does not know or of the wrong kind (Settle on rate
+//     keys, Release and Renew on concurrency keys), a concurrency key in
+//     a strict or debt item.
 //
 // For a key whose limit and tenant the owner's policy recognises
 // (policy.KeyExact) the owner's numbers replace the sender's; replacements
@@ -129,6 +136,8 @@ type Validator struct {
 	now      func() int64
 	refused  *prometheus.CounterVec
 	replaced prometheus.Counter
+	// defOf is (*policy.Limit).Def; tests mark limits concurrency with it.
+	defOf func(*policy.Limit) *decide.Def
 }
 
 var _ peer.Handler = (*Validator)(nil)
@@ -144,10 +153,10 @@ func NewValidator(cfg ValidatorConfig, next peer.Handler, policies PolicySource,
 		return nil, errors.New("intake: NewValidator needs a handler, a policy source and a clock")
 	}
 	v := &Validator{
-		cfg: cfg.withDefaults(), next: next, policies: policies, now: now,
+		cfg: cfg.withDefaults(), next: next, policies: policies, now: now, defOf: (*policy.Limit).Def,
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "weir_peer_items_refused_total",
-			Help: "Forwarded items the owner refused without deciding, by reason (shape, skew, group, params, lease).",
+			Help: "Forwarded items the owner refused without deciding, by reason (shape, skew, group, params, kind, lease).",
 		}, []string{"reason"}),
 		replaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "weir_peer_params_replaced_total",
@@ -213,7 +222,15 @@ func (v *Validator) check(it *decide.Request, now int64, p *policy.Policy) (deci
 			return decide.Request{}, "group", fmt.Errorf("key %d has hash tag %q, not the item's group %q", i, got, it.Group)
 		}
 		lim, set, how := keyLimit(p, key)
-		l, err := v.params(set, how, it.Limits[i])
+		var def *decide.Def
+		if lim != nil {
+			def = v.defOf(lim)
+		}
+		check := policy.CheckParams
+		if def != nil && def.Concurrency {
+			check = policy.CheckPermitParams
+		}
+		l, err := v.params(set, how, it.Limits[i], check)
 		if err != nil {
 			return decide.Request{}, "params", fmt.Errorf("key %d: %w", i, err)
 		}
@@ -224,9 +241,10 @@ func (v *Validator) check(it *decide.Request, now int64, p *policy.Policy) (deci
 			out.Limits[i] = l
 			v.replaced.Inc()
 		}
-		if lim != nil {
-			out.Defs[i] = lim.Def()
-		}
+		out.Defs[i] = def
+	}
+	if err := checkKinds(&out); err != nil {
+		return decide.Request{}, "kind", err
 	}
 	return out, "", nil
 }
@@ -247,8 +265,14 @@ func (v *Validator) checkShape(it *decide.Request) error {
 		return fmt.Errorf("%d keys exceed %d", n, v.cfg.MaxKeys)
 	case n != len(it.Limits):
 		return fmt.Errorf("%d keys for %d limits", n, len(it.Limits))
-	case it.Cost < 1 || it.Cost > limiter.MaxCost:
+	case it.Op == nil && (it.Cost < 1 || it.Cost > limiter.MaxCost):
 		return fmt.Errorf("cost %d outside [1, %d]", it.Cost, limiter.MaxCost)
+	case it.Op != nil && it.Cost != 0:
+		return fmt.Errorf("op item of cost %d, not 0", it.Cost)
+	case it.Op != nil:
+		if err := checkOp(it); err != nil {
+			return err
+		}
 	}
 	for i, key := range it.Keys {
 		if len(key) > v.cfg.MaxKeyBytes || !utf8.ValidString(key) {
@@ -266,7 +290,7 @@ func (v *Validator) checkShape(it *decide.Request) error {
 // params returns the numbers to decide a key with, given what the owner's
 // policy gives its limit (set, how: policy.KeyLimit): the owner's where its
 // policy determines them, otherwise sent if a policy could give them.
-func (v *Validator) params(set []gcra.Limit, how policy.KeyMatch, sent gcra.Limit) (gcra.Limit, error) {
+func (v *Validator) params(set []gcra.Limit, how policy.KeyMatch, sent gcra.Limit, check func(gcra.Limit) error) (gcra.Limit, error) {
 	switch how {
 	case policy.KeyExact:
 		sent = set[0] // the owner's numbers, checked below like any
@@ -275,7 +299,7 @@ func (v *Validator) params(set []gcra.Limit, how policy.KeyMatch, sent gcra.Limi
 			return gcra.Limit{}, fmt.Errorf("limit %+v is none the owner's policy gives this key", sent)
 		}
 	}
-	if err := policy.CheckParams(sent); err != nil {
+	if err := check(sent); err != nil {
 		return gcra.Limit{}, err
 	}
 	return sent, nil

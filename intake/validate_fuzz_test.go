@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/limiter"
 	"github.com/weirhq/weir/limitkey"
@@ -22,7 +23,9 @@ func (h *recordingHandler) HandleDecide(_ context.Context, _ string, items []Ite
 // FuzzValidator decodes arbitrary bytes as a forwarded item, as the peer
 // server does, and checks that whatever the Validator lets through is safe
 // for the owner's core: now within the skew, a cost in range, limits within
-// the policy's ranges, every key in the item's group.
+// the policy's ranges, every key in the item's group; an op item of cost 0
+// with a valid op on keys of the kinds it needs (the built-in policy has
+// no concurrency limit: a release passes nowhere).
 func FuzzValidator(f *testing.F) {
 	const now = int64(1_700_000_000_000_000)
 	seed := func(it Item) {
@@ -41,6 +44,15 @@ func FuzzValidator(f *testing.F) {
 	other.Keys = []string{"weir:{a%3Ab}:x:a%3Ab"}
 	other.Group = "a:b"
 	seed(other)
+	settle := ok
+	settle.Cost, settle.Op = 0, &decide.Op{Kind: decide.OpSettle, ID: [16]byte{1}, Actual: 2}
+	seed(settle)
+	release := settle
+	release.Op = &decide.Op{Kind: decide.OpRelease, ID: [16]byte{1}}
+	seed(release)
+	reserve := ok
+	reserve.Reserve = true
+	seed(reserve)
 	f.Add([]byte{0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		it, err := peer.DecodeItem(data)
@@ -61,14 +73,21 @@ func FuzzValidator(f *testing.F) {
 			switch {
 			case skew > DefaultMaxSkew.Nanoseconds() || skew < -DefaultMaxSkew.Nanoseconds():
 				t.Fatalf("now %d passed, %dns off", it.Now, skew)
-			case it.Cost < 1 || it.Cost > limiter.MaxCost:
+			case it.Op == nil && (it.Cost < 1 || it.Cost > limiter.MaxCost):
 				t.Fatalf("cost %d passed", it.Cost)
+			case it.Op != nil && (it.Cost != 0 || checkOp(&it) != nil):
+				t.Fatalf("op %+v of cost %d passed", it.Op, it.Cost)
+			case checkKinds(&it) != nil || len(it.Defs) != len(it.Keys):
+				t.Fatalf("item %+v passed: %v", it, checkKinds(&it))
 			case len(it.Keys) == 0 || len(it.Keys) != len(it.Limits):
 				t.Fatalf("%d keys, %d limits passed", len(it.Keys), len(it.Limits))
 			}
 			for i, k := range it.Keys {
 				if limitkey.HashTag(k) != limitkey.GroupTag(it.Group) {
 					t.Fatalf("key %q passed for group %q", k, it.Group)
+				}
+				if it.Op != nil && it.Def(i) == nil {
+					t.Fatalf("op key %q unknown to the policy passed", k)
 				}
 				if err := policy.CheckParams(it.Limits[i]); err != nil {
 					t.Fatalf("limit passed: %v", err)

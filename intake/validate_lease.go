@@ -82,7 +82,7 @@ func (v *Validator) checkLease(it lease.Request, from string, p *policy.Policy) 
 	if l == nil || l.Lease == nil || l.Consistency != policy.ConsistencyFast {
 		return it, "lease", errors.New("the owner's policy leases no limit of this key")
 	}
-	params, err := v.params(set, how, it.Limit)
+	params, err := v.params(set, how, it.Limit, policy.CheckParams)
 	if err != nil {
 		return it, "params", err
 	}

@@ -51,7 +51,9 @@ func (l *Limiter) mayWait(ms []policy.Match) bool {
 // quota runs out need not follow their order in the batch. A request whose
 // store call fails is decided by its failure policy (reason "store_failed"
 // when the error names no dependency), so it does not fail the others; only
-// ctx ending fails the batch.
+// ctx ending fails the batch. Reserve and concurrency limits work per
+// request as in Decide (a reserve a request may not make fails the batch
+// before anything is decided).
 func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, error) {
 	if len(rs) > MaxBatch {
 		return nil, fmt.Errorf("%w: batch of %d requests exceeds %d", ErrInvalidRequest, len(rs), MaxBatch)
@@ -68,10 +70,17 @@ func (l *Limiter) DecideBatch(ctx context.Context, rs []Request) ([]Decision, er
 	if err != nil {
 		return nil, err
 	}
+	for i, r := range rs {
+		if err := checkReserve(r.Reserve, matches[i]); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
+		}
+	}
 	now := l.now().UnixNano()
 	out := make([]Decision, len(rs))
 	errs := sc.errs(len(rs))
-	decide := func(i int) { out[i], errs[i] = l.decide(ctx, p, matches[i], limits[i], rs[i].Cost, now, true) }
+	decide := func(i int) {
+		out[i], errs[i] = l.decide(ctx, p, matches[i], limits[i], ask{cost: rs[i].Cost, now: now, reserve: rs[i].Reserve, lenient: true})
+	}
 	waiting, inline := sc.waiting[:0], sc.inline[:0]
 	for i := range rs {
 		if l.mayWait(matches[i]) {

@@ -23,9 +23,16 @@ const (
 // Cost units, pass? Cost must be at least 1: there is no default here (the
 // transports apply the API's default of 1 to an absent cost), and a cost of
 // 0 is refused with ErrInvalidRequest rather than read as 1.
+//
+// Reserve asks the owner to keep the charge of the request's rate limits
+// as a reservation that Settle later refunds or extends (Decision.
+// Reservation). It is refused with ErrInvalidRequest when an enforced
+// limit it matches is strict or global; a request matching no rate limit
+// is decided as usual and gets no reservation.
 type Request struct {
 	Descriptors map[string]string
 	Cost        int64
+	Reserve     bool
 }
 
 // Decision is the answer to one Request.
@@ -54,7 +61,21 @@ type Decision struct {
 	FromLease bool
 	// PolicyVersion names the policy that decided.
 	PolicyVersion string
+	// Permit is the token of the slots an admitted request holds on its
+	// concurrency limits until Release or their ttl; nil when it matched
+	// none, was denied, or was admitted by a failure policy (a fallback
+	// admission holds no slot). A bearer secret.
+	Permit []byte
+	// Reservation is the token of an admitted Reserve request's charge
+	// on its rate limits, for Settle; nil otherwise (and under fallback).
+	Reservation []byte
 }
+
+// The kinds of a LimitDecision.
+const (
+	KindRate        = "rate"
+	KindConcurrency = "concurrency"
+)
 
 // LimitDecision is one matched limit's part of a Decision.
 type LimitDecision struct {
@@ -68,8 +89,18 @@ type LimitDecision struct {
 	ResetAfter time.Duration
 	// Burst is the limit's quota; Window the time to refill it from empty
 	// (Burst * emission interval). Together they are the RateLimit-Policy.
+	//
+	// For a concurrency limit (Kind KindConcurrency) Burst is max in
+	// flight, Window the permit ttl, Remaining the free slots, RetryAfter
+	// the exact wait until enough permits expire (0 when allowed) and
+	// ResetAfter the time until the last live permit expires.
 	Burst  int64
 	Window time.Duration
+	// InFlight is the permits live on a concurrency limit after the
+	// decision (0 for rate limits, and when a failure policy decided).
+	InFlight int64
+	// Kind is KindRate or KindConcurrency.
+	Kind string
 }
 
 // Fallback says which failure policy decided and why.

@@ -21,6 +21,22 @@
 // share of the part of the limit its cluster holds when the limit is
 // shared with other clusters (a scope: global limit between regions).
 //
+// Concurrency limits and reservations (issue 26): a limit whose
+// decide.Def has Concurrency counts live permits, not a rate; its key goes
+// to the store beside the rate keys with the permit bound as its
+// gcra.Limit (decide.PermitLimit). A request with a concurrency limit, or
+// with Reserve, carries a decide.Grant the limiter owns (plain requests
+// allocate nothing for it), and an admitted Decision carries the store's
+// Permit and Reservation tokens; a denial, and an admission by a failure
+// policy, carry neither. Reserve is refused when an enforced limit it
+// matches is strict or global. Under fallback a concurrency limit is open
+// (admitted, no permit) or closed, never local, and never fallback debt.
+// Release, Renew and Settle decode a token (package ticket), resolve its
+// keys through the current policy and send the store a decide.Request
+// with Op and Cost 0; an unknown token is an answer (not done), a
+// malformed one ErrInvalidRequest, a store failure an *UnavailableError
+// with no failure policy applied.
+//
 // Time: the limiter stamps each request once in Unix nanoseconds (gcra's
 // time base) and reports durations as time.Duration.
 package limiter

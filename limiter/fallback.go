@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/policy"
@@ -14,10 +15,16 @@ import (
 // limit denies the request; otherwise limits with on_failure: local are
 // decided on this node alone at their fallback rate; otherwise the request
 // is admitted. The decision is flagged (d.Fallback) and counted.
+//
+// A concurrency limit is never decided locally (a local permit count
+// means nothing): on_failure open admits it without a permit, anything
+// else (closed, or local, which policy check refuses for it) denies. An
+// admission by fallback holds no permit or reservation, and concurrency
+// keys are never recorded as fallback debt.
 func (l *Limiter) fallback(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, reason string) gcra.Result {
 	mode := policy.FailOpen
 	for _, i := range idx {
-		switch m := ms[i].Limit.OnFailure; {
+		switch m := failureMode(ms[i]); {
 		case m == policy.FailClosed:
 			mode = m
 		case m == policy.FailLocal && mode == policy.FailOpen:
@@ -40,15 +47,26 @@ func (l *Limiter) fallback(ctx context.Context, ms []policy.Match, idx []int, co
 	for _, i := range idx {
 		l.metrics.fallbacks.WithLabelValues(ms[i].Limit.Name, reason, string(mode)).Inc()
 	}
-	if agg.Allowed {
+	if agg.Allowed && reason != ReasonPermitsUnavailable { // that owner charged them already
 		l.recordDebt(ms, idx, cost)
 	}
+	d.Permit, d.Reservation = nil, nil
 	return agg
+}
+
+// failureMode is m's on_failure as the fallback applies it: a concurrency
+// limit's local is closed.
+func failureMode(m policy.Match) policy.FailureMode {
+	if mode := m.Limit.OnFailure; mode != policy.FailLocal || !m.Limit.Def().Concurrency {
+		return mode
+	}
+	return policy.FailClosed
 }
 
 // recordDebt reports an admission by fallback of the fast limits ms[idx...]
 // to the store, if it repays them. A composite with a strict limit is not
-// reported: its keys live in Redis, not in an owner's memory.
+// reported: its keys live in Redis, not in an owner's memory. Concurrency
+// keys are left out (a fallback admission holds no slot, so it owes none).
 func (l *Limiter) recordDebt(ms []policy.Match, idx []int, cost int64) {
 	if l.debtor == nil {
 		return
@@ -60,8 +78,14 @@ func (l *Limiter) recordDebt(ms []policy.Match, idx []int, cost int64) {
 		if ms[i].Limit.Consistency == policy.ConsistencyStrict {
 			return
 		}
+		if ms[i].Limit.Def().Concurrency {
+			continue
+		}
 		keys = append(keys, ms[i].Key)
 		limits = append(limits, ms[i].Params)
+	}
+	if len(keys) == 0 {
+		return
 	}
 	l.debtor.RecordFallback(ms[idx[0]].GroupValue, keys, limits, cost)
 }
@@ -73,11 +97,16 @@ func (l *Limiter) failClosed(ms []policy.Match, idx []int, cost int64, d *Decisi
 	agg := gcra.Result{}
 	for _, i := range idx {
 		r := gcra.Result{Allowed: true}
-		if ms[i].Limit.OnFailure == policy.FailClosed {
-			p := ms[i].Params
+		switch p := ms[i].Params; {
+		case failureMode(ms[i]) != policy.FailClosed:
+		case ms[i].Limit.Def().Concurrency:
+			// At most a permit ttl until a slot is surely free.
+			_, ttl := decide.PermitLimit(p)
+			r = gcra.Result{RetryAfter: ttl}
+		default:
 			r = gcra.Result{RetryAfter: p.Interval * min(cost, p.Burst)}
-			agg.RetryAfter = max(agg.RetryAfter, r.RetryAfter)
 		}
+		agg.RetryAfter = max(agg.RetryAfter, r.RetryAfter)
 		d.Limits[i] = describe(ms[i], r)
 	}
 	return agg

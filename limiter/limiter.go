@@ -36,6 +36,12 @@ type UnavailableError struct {
 	Err    error
 }
 
+// ReasonPermitsUnavailable is the UnavailableError reason of a request
+// whose permits could not be written through to Redis after its owner had
+// charged its rate keys: the charge stays (one decision's cost, the safe
+// direction), so its failure policy records no fallback debt for them.
+const ReasonPermitsUnavailable = "permits_unavailable"
+
 func (e *UnavailableError) Error() string { return e.Reason + ": " + e.Err.Error() }
 func (e *UnavailableError) Unwrap() error { return e.Err }
 
@@ -178,16 +184,26 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	return l.decide(ctx, p, matches, nil, r.Cost, l.now().UnixNano(), false)
+	if err := checkReserve(r.Reserve, matches); err != nil {
+		return Decision{}, err
+	}
+	return l.decide(ctx, p, matches, nil, ask{cost: r.Cost, now: l.now().UnixNano(), reserve: r.Reserve})
 }
 
-// decide decides one validated, resolved request stamped at now. The
-// Decision's Limits are limits when it has len(matches) entries (a batch
-// hands out parts of one slab), and a new slice otherwise. With lenient
-// set, every store error but the caller's own context ending is met with
-// the failure policy (reason "store_failed"), so that it stays this
-// request's: DecideBatch uses it.
-func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, limits []LimitDecision, cost, now int64, lenient bool) (Decision, error) {
+// ask is what one decision asks of its matches: the cost, the request's
+// stamp, whether it reserves, and (DecideBatch) whether every store error
+// but the caller's own context ending is met with the failure policy
+// (reason "store_failed"), so that it stays this request's.
+type ask struct {
+	cost, now int64
+	reserve   bool
+	lenient   bool
+}
+
+// decide decides one validated, resolved request. The Decision's Limits
+// are limits when it has len(matches) entries (a batch hands out parts of
+// one slab), and a new slice otherwise.
+func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy.Match, limits []LimitDecision, a ask) (Decision, error) {
 	start := l.clk.Now()
 	d := Decision{Allowed: true, PolicyVersion: p.Version}
 	if len(matches) == 0 {
@@ -199,10 +215,13 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 		limits = make([]LimitDecision, len(matches))
 	}
 	d.Limits = limits
-	if err := l.decideMatches(ctx, matches, cost, now, &d, lenient); err != nil {
+	if err := l.decideMatches(ctx, matches, a, &d); err != nil {
 		return Decision{}, fmt.Errorf("limiter: %w", err)
 	}
-	l.record(p, matches, &d, now)
+	if !d.Allowed {
+		d.Permit, d.Reservation = nil, nil // a denial holds nothing
+	}
+	l.record(p, matches, &d, a.now)
 	l.metrics.latency.Observe(l.clk.Since(start).Seconds())
 	if l.observe != nil {
 		l.observe(d)
@@ -213,8 +232,9 @@ func (l *Limiter) decide(ctx context.Context, p *policy.Policy, matches []policy
 // decideMatches decides the enforced limits as one composite; then, only if
 // the request is admitted, each shadow limit on its own. A shadow limit
 // therefore tracks what it would have admitted had it been enforced, and a
-// request that enforced limits refuse consumes no shadow quota.
-func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, now int64, d *Decision, lenient bool) error {
+// request that enforced limits refuse consumes no shadow quota. Only the
+// enforced composite reserves.
+func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, a ask, d *Decision) error {
 	var enforced, shadow []int
 	for i, m := range ms {
 		if m.Shadow {
@@ -224,13 +244,13 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		}
 	}
 	if len(enforced) > 0 {
-		agg, err := l.composite(ctx, ms, enforced, cost, now, d, lenient)
+		agg, err := l.composite(ctx, ms, enforced, a, d)
 		if err != nil {
 			var unavailable *UnavailableError
 			if !errors.As(err, &unavailable) || ctx.Err() != nil {
 				return err
 			}
-			agg = l.fallback(ctx, ms, enforced, cost, now, d, unavailable.Reason)
+			agg = l.fallback(ctx, ms, enforced, a.cost, a.now, d, unavailable.Reason)
 		}
 		d.Allowed, d.TooCostly = agg.Allowed, agg.TooCostly
 		d.RetryAfter, d.ResetAfter, d.Remaining = nanos(agg.RetryAfter), nanos(agg.ResetAfter), agg.Remaining
@@ -244,15 +264,17 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 		}
 		return nil
 	}
+	a.reserve = false
 	for n, i := range shadow {
-		agg, err := l.composite(ctx, ms, shadow[n:n+1], cost, now, d, lenient)
+		agg, err := l.composite(ctx, ms, shadow[n:n+1], a, d)
 		if err != nil {
-			var unavailable *UnavailableError
-			if !errors.As(err, &unavailable) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				l.releaseUndelivered(ctx, d)
 				return err
 			}
-			// A shadow limit never decides; an unreachable one is
-			// reported as admitting and otherwise left out.
+			// A shadow limit never decides: one that fails, however, is
+			// reported as admitting and otherwise left out, and the
+			// enforced limits' answer (and the permit it holds) stands.
 			d.Limits[i] = describe(ms[i], gcra.Result{Allowed: true})
 			continue
 		}
@@ -263,16 +285,37 @@ func (l *Limiter) decideMatches(ctx context.Context, ms []policy.Match, cost, no
 	return nil
 }
 
-// composite decides ms[idx...] in one store call and fills d.Limits. With
-// lenient set, a store error other than ctx ending is returned as an
-// *UnavailableError (reason "store_failed").
-func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, cost, now int64, d *Decision, lenient bool) (gcra.Result, error) {
+// releaseTimeout bounds releaseUndelivered's Release.
+const releaseTimeout = time.Second
+
+// releaseUndelivered gives back, best effort, the slots of the permit the
+// enforced limits granted to a decision that will not reach its caller
+// (its context ended before the decision was complete): left alone, they
+// would stay taken until the permit's ttl. A reservation is left charged
+// (it expires unsettled, as one whose caller vanished does).
+func (l *Limiter) releaseUndelivered(ctx context.Context, d *Decision) {
+	if d.Permit == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	l.Release(rctx, d.Permit)
+	d.Permit = nil
+}
+
+// composite decides ms[idx...] in one store call and fills d.Limits (and,
+// when the store admitted, d.Permit and d.Reservation). With a.lenient
+// set, a store error other than ctx ending is returned as an
+// *UnavailableError (reason "store_failed"). The call carries a Grant
+// only when it has concurrency keys or reserves: plain decisions allocate
+// nothing for it.
+func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, a ask, d *Decision) (gcra.Result, error) {
 	sc := l.calls.Get().(*storeCall)
 	defer l.calls.Put(sc)
 	req := &sc.req
-	*req = decide.Request{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Defs: sc.defs[:0], Cost: cost, Now: now}
+	*req = decide.Request{Group: ms[idx[0]].GroupValue, Keys: sc.keys[:0], Limits: sc.limits[:0], Defs: sc.defs[:0], Cost: a.cost, Now: a.now, Reserve: a.reserve}
 	out := sc.out[:0]
-	defer func() { clear(sc.keys[:]); clear(sc.defs[:]) }() // hold no key strings or policies while pooled
+	defer func() { clear(sc.keys[:]); clear(sc.defs[:]); sc.grant = decide.Grant{} }() // hold no key strings, policies or tokens while pooled
 	for _, i := range idx {
 		def := ms[i].Limit.Def()
 		req.Keys = append(req.Keys, ms[i].Key)
@@ -281,16 +324,32 @@ func (l *Limiter) composite(ctx context.Context, ms []policy.Match, idx []int, c
 		req.Strict = req.Strict || def.Strict
 		out = append(out, gcra.Result{})
 	}
+	if req.Reserve || req.HasConcurrency() {
+		sc.grant = decide.Grant{}
+		req.Grant = &sc.grant
+	}
 	agg, err := l.store.Decide(ctx, req, out)
 	if err != nil {
 		l.metrics.storeErrors.Inc()
-		if _, ok := errors.AsType[*UnavailableError](err); lenient && !ok && ctx.Err() == nil {
+		if _, ok := errors.AsType[*UnavailableError](err); a.lenient && !ok && ctx.Err() == nil {
 			err = &UnavailableError{Reason: ReasonStoreFailed, Err: err}
 		}
 		return agg, err
 	}
+	g := req.Grant
 	for n, i := range idx {
 		d.Limits[i] = describe(ms[i], out[n])
+		if g != nil && n < len(g.InFlight) && req.Defs[n].Concurrency {
+			d.Limits[i].InFlight = g.InFlight[n]
+		}
+	}
+	if g != nil && agg.Allowed {
+		if d.Permit == nil {
+			d.Permit = g.Permit
+		}
+		if d.Reservation == nil {
+			d.Reservation = g.Reservation
+		}
 	}
 	d.FromLease = d.FromLease || req.FromLease
 	return agg, nil
@@ -304,10 +363,17 @@ type storeCall struct {
 	limits [8]gcra.Limit
 	defs   [8]*decide.Def
 	out    [8]gcra.Result
+	grant  decide.Grant
 }
 
-// MemoryStore decides in mem: the embedded, single-node store.
+// MemoryStore decides in mem: the embedded, single-node store. It holds
+// TATs only: a request with concurrency keys, Reserve or an Op is refused
+// with ErrNoPermits (the owner's store holds permits and reservations).
 func MemoryStore(mem *memstore.Store) Store { return memoryStore{mem} }
+
+// ErrNoPermits is MemoryStore's answer to what needs permits or
+// reservations.
+var ErrNoPermits = errors.New("limiter: the memory store holds no permits or reservations")
 
 type memoryStore struct{ mem *memstore.Store }
 
@@ -317,11 +383,23 @@ var _ WaitHinter = memoryStore{}
 func (memoryStore) MayWait(string, string, bool) bool { return false }
 
 func (s memoryStore) Decide(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
+	if r.Op != nil || r.Reserve || r.HasConcurrency() {
+		return gcra.Result{}, ErrNoPermits
+	}
 	return s.mem.Decide(ctx, r.Group, r.Keys, r.Limits, r.Cost, r.Now, out)
 }
 
 func describe(m policy.Match, r gcra.Result) LimitDecision {
+	if m.Limit.Def().Concurrency {
+		_, ttl := decide.PermitLimit(m.Params)
+		return LimitDecision{
+			Name: m.Limit.Name, Key: m.Key, Shadow: m.Shadow, Allowed: r.Allowed, TooCostly: r.TooCostly,
+			Remaining: r.Remaining, RetryAfter: nanos(r.RetryAfter), ResetAfter: nanos(r.ResetAfter),
+			Burst: m.Params.Burst, Window: nanos(ttl), Kind: KindConcurrency,
+		}
+	}
 	return LimitDecision{
+		Kind:       KindRate,
 		Name:       m.Limit.Name,
 		Key:        m.Key,
 		Shadow:     m.Shadow,

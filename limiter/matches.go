@@ -31,7 +31,7 @@ func (l *Limiter) DecideMatches(ctx context.Context, p *policy.Policy, ms []poli
 			return Decision{}, fmt.Errorf("%w: limits %q and %q have different groups", ErrInvalidRequest, ms[0].Limit.Name, ms[i].Limit.Name)
 		}
 	}
-	return l.decide(ctx, p, ms, nil, cost, l.now().UnixNano(), false)
+	return l.decide(ctx, p, ms, nil, ask{cost: cost, now: l.now().UnixNano()})
 }
 
 // distinctKeys returns ms without the matches whose key an earlier match

@@ -80,3 +80,23 @@ func mixedConsistency(ms []policy.Match) error {
 	}
 	return nil
 }
+
+// checkReserve refuses a reserving request whose enforced limits include
+// one a reservation cannot be kept on: a strict limit (decided by Redis,
+// whose script does not settle) or a global one (shared between regions).
+// Shadow limits never reserve, so they are not checked.
+func checkReserve(reserve bool, ms []policy.Match) error {
+	if !reserve {
+		return nil
+	}
+	for _, m := range ms {
+		switch {
+		case m.Shadow:
+		case m.Limit.Consistency == policy.ConsistencyStrict:
+			return fmt.Errorf("%w: reserve on limit %q, which is consistency: strict; reservations are kept for fast limits only", ErrInvalidRequest, m.Limit.Name)
+		case m.Limit.Scope == policy.ScopeGlobal:
+			return fmt.Errorf("%w: reserve on limit %q, which is scope: global; reservations are kept for regional limits only", ErrInvalidRequest, m.Limit.Name)
+		}
+	}
+	return nil
+}

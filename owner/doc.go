@@ -40,6 +40,35 @@
 // StartHeartbeat, and at once when ThawRequests fires; call Sweep
 // periodically instead of the memory's own.
 //
+// Concurrency limits and reservations (issue 26): Decide and HandleDecide
+// keep plain requests on the path above; a request with an Op, Reserve or
+// concurrency keys goes to decideGrant (permits.go) and answers in its
+// decide.Grant (HandleDecide allocates one per such item and returns it in
+// peer.Result.Grant). Concurrency keys hold a permit.Set each in a table
+// beside memstore (permits_table.go), sharded by group, capped by
+// Config.MaxPermitKeys; a request locks its sets in key order and holds
+// them across its rate decision and its write-through to Deps.Permits, so
+// it commits all or nothing; it is ordered against hand-off by the
+// memory's epoch as decisions are (Drop drops the sets after the epoch
+// moved, and waits for a write-through in flight). A set is loaded from
+// Redis on first use (no rested rule); acquire and renew are
+// write-through (a failed write undoes them: redis_unavailable, or
+// limiter.ReasonPermitsUnavailable when the request's rate keys were
+// charged first, which stay charged); release is written too, but a failed
+// write does not undo it. A corrupt stored value is state_load_failed.
+// Strict requests with permits, Reserve or an Op are refused
+// (ErrStrictGrant). Sweep expires permits and drops empty sets.
+//
+// Reservations (reserve.go): a Reserve decision of rate keys goes through
+// decideAt with a capture hook that reads each key's TAT and shift counter
+// under its lock, and leaves a record in a reservation.Table (bounded per
+// node and per key); a Settle op takes it and applies gcra.Settle to each
+// key under its memstore lock (UpdateAt), at the reservation's stamp at the
+// earliest. Lock order: memstore shard lock, then the table's mutex.
+// Records are not persisted: Drop (hand-off, leave, thaw) forgets those of
+// the lost keys, and Sweep expires them at their limit's reserve_ttl,
+// charged as reserved. Global and strict keys cannot reserve.
+//
 // Concurrency: an Owner is safe for concurrent use. Decisions run on their
 // callers' goroutines, ordered against hand-offs by the memory's epoch
 // (decideLocal); drops and thaws are serialised by one mutex; the lease

@@ -25,6 +25,10 @@ var _ peer.Handler = (*Owner)(nil)
 // with its error and failure reason, and items that need Redis are decided
 // concurrently, so one slow load cannot hold back the items this node can
 // decide from memory.
+//
+// An item with an Op, Reserve or concurrency keys gets a decide.Grant of
+// its own, returned in its peer.Result.Grant (decideGrant fills it); plain
+// items carry none.
 func (o *Owner) HandleDecide(ctx context.Context, from string, items []decide.Request) []peer.Result {
 	rctx, cancel := replyContext(ctx, o.clk)
 	defer cancel()
@@ -34,7 +38,7 @@ func (o *Owner) HandleDecide(ctx context.Context, from string, items []decide.Re
 		it := &items[i]
 		out := make([]gcra.Result, len(it.Keys))
 		agg, err := with(rctx, it, out)
-		results[i] = peer.Result{Overall: agg, Results: out, Err: err}
+		results[i] = peer.Result{Overall: agg, Results: out, Err: err, Grant: it.Grant}
 		switch ue, ok := errors.AsType[*limiter.UnavailableError](err); {
 		case ok:
 			results[i].Reason = ue.Reason
@@ -58,6 +62,11 @@ func (o *Owner) HandleDecide(ctx context.Context, from string, items []decide.Re
 			results[i].NotOwner = owner
 		case it.Debt:
 			slow.Go(func() { results[i] = o.ChargeDebt(rctx, it) })
+		case !plain(it):
+			// An op, a reservation or permits: answered in a Grant of
+			// its own, which the wire carries back.
+			it.Grant = new(decide.Grant)
+			slow.Go(func() { run(i, o.decideGrant) })
 		case o.inMemory(epoch, it):
 			run(i, func(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
 				return o.decideHeld(ctx, epoch, r, out)

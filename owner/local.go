@@ -48,7 +48,7 @@ func (o *Owner) decideLocal(ctx context.Context, r *decide.Request, out []gcra.R
 		if err = o.checkOwned(r.Group); err != nil {
 			return gcra.Result{}, err
 		}
-		if agg, err = o.decideAt(ctx, epoch, r, out, true); !errors.Is(err, memstore.ErrStaleEpoch) {
+		if agg, err = o.decideAt(ctx, epoch, r, out, true, nil); !errors.Is(err, memstore.ErrStaleEpoch) {
 			break
 		}
 	}
@@ -79,14 +79,17 @@ func (o *Owner) checkOwned(group string) error {
 // as rested. It does not start over when a drop refuses it: it would have
 // to load, and its callers chose it because nothing needs loading.
 func (o *Owner) decideHeld(ctx context.Context, epoch uint64, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
-	agg, err := o.decideAt(ctx, epoch, r, out, false)
+	agg, err := o.decideAt(ctx, epoch, r, out, false, nil)
 	return agg, staleAsMoving(r.Group, err)
 }
 
 // decideAt loads r's missing keys if load is set, and decides r from
 // memory at epoch, marking what it admitted for write-behind. The caller
 // read epoch, then checked that this node owns r.Group (checkOwned).
-func (o *Owner) decideAt(ctx context.Context, epoch uint64, r *decide.Request, out []gcra.Result, load bool) (gcra.Result, error) {
+// capture, when not nil, sees each key's TAT after the lease ledger's
+// adjustment and may adjust it further (decideReserve records them);
+// plain decisions pass nil.
+func (o *Owner) decideAt(ctx context.Context, epoch uint64, r *decide.Request, out []gcra.Result, load bool, capture memstore.Adjust) (gcra.Result, error) {
 	if load {
 		if err := o.ensureLoaded(ctx, epoch, r); err != nil {
 			return gcra.Result{}, err
@@ -105,19 +108,37 @@ func (o *Owner) decideAt(ctx context.Context, epoch uint64, r *decide.Request, o
 		group, now := r.Group, r.Now
 		adj = func(key string, tat int64) int64 { return l.Effective(group, key, tat, now) }
 	}
+	if capture != nil {
+		lease := adj
+		adj = func(key string, tat int64) int64 {
+			if lease != nil {
+				tat = lease(key, tat)
+			}
+			return capture(key, tat)
+		}
+	}
 	agg, err := o.deps.Mem.DecideAdjusted(ctx, epoch, r.Group, r.Keys, limits, r.Cost, r.Now, out, adj)
 	if errors.Is(err, memstore.ErrFull) {
 		return agg, &limiter.UnavailableError{Reason: ReasonMemoryFull, Err: err}
 	}
-	if err != nil || !agg.Allowed || o.deps.WriteBehind == nil {
+	if err != nil || !agg.Allowed {
 		return agg, err
+	}
+	o.markAdmitted(r, limits, out)
+	return agg, nil
+}
+
+// markAdmitted hands the write-behind the TATs of an admitted decision
+// that mustPersist keeps.
+func (o *Owner) markAdmitted(r *decide.Request, limits []gcra.Limit, out []gcra.Result) {
+	if o.deps.WriteBehind == nil {
+		return
 	}
 	for i, k := range r.Keys {
 		if o.mustPersist(out[i].TAT, r.Now, limits[i].Interval) {
 			o.deps.WriteBehind.Mark(k, out[i].TAT)
 		}
 	}
-	return agg, nil
 }
 
 // staleAsMoving turns a decision refused for a stale epoch into the

@@ -17,6 +17,7 @@ import (
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/memstore"
 	"github.com/weirhq/weir/redisbackend"
+	"github.com/weirhq/weir/reservation"
 	"github.com/weirhq/weir/rested"
 )
 
@@ -44,6 +45,11 @@ type Config struct {
 	// swept as rested, and those of groups owned for longer than their
 	// span plus a margin for ring propagation (package rested).
 	Rested rested.Config
+	// MaxPermitKeys caps the concurrency keys whose permit sets owner
+	// memory holds, as memstore's MaxKeys (--max-keys) caps TATs: a new
+	// key beyond it evicts empty sets first, then is refused
+	// (memory_full). 0 means no cap.
+	MaxPermitKeys int
 }
 
 // MaxPersistSlack bounds Config.PersistSlack.
@@ -63,6 +69,8 @@ func (c Config) Validate() error {
 		return errors.New("owner: local name is required")
 	case c.LoadTimeout <= 0 || c.HandoffTimeout <= 0 || c.FreezeLimit <= 0:
 		return errors.New("owner: timeouts must be positive")
+	case c.MaxPermitKeys < 0:
+		return fmt.Errorf("owner: max permit keys %d is negative", c.MaxPermitKeys)
 	case c.PersistSlack < 0 || c.PersistSlack > MaxPersistSlack:
 		return fmt.Errorf("owner: persist slack %d outside [0, %d]", c.PersistSlack, MaxPersistSlack)
 	}
@@ -125,6 +133,10 @@ type Deps struct {
 	// Regions, if set, decides scope: global keys at this region's share
 	// of their limits (region.go); nil enforces every limit whole.
 	Regions Regions
+	// Permits, if set, persists concurrency keys' permit sets (acquire
+	// write-through, release and renew written too); nil keeps them in
+	// memory only, and a moved group's permits start empty.
+	Permits Permits
 }
 
 // Owner is the owner's synchronous state machine: it decides the groups
@@ -151,6 +163,11 @@ type Owner struct {
 	rested *rested.Rule
 	// leases is nil until EnableLeases (grant.go).
 	leases Leases
+	// reserve is the open reservations (reserve.go).
+	reserve reserveState
+	// permits holds concurrency keys' permit sets (permits*.go).
+	permits *permitTable
+	pm      *permitMetrics
 }
 
 // New returns an Owner. Its Ring decides which groups it owns.
@@ -174,9 +191,15 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 	if err != nil {
 		return nil, err
 	}
-	o := &Owner{cfg: cfg, deps: deps, clk: deps.Clock, logger: logger, metrics: m, thawNow: make(chan struct{}, 1)}
+	o := &Owner{cfg: cfg, deps: deps, clk: deps.Clock, logger: logger, metrics: m, thawNow: make(chan struct{}, 1), permits: newPermitTable(cfg.MaxPermitKeys)}
+	if o.pm, err = newPermitMetrics(reg); err != nil {
+		return nil, err
+	}
 	o.born = o.clk.Now()
 	if o.debt, err = DebtMetric(reg); err != nil {
+		return nil, err
+	}
+	if o.reserve, err = newReserveState(reservation.DefaultConfig(), reg); err != nil {
 		return nil, err
 	}
 	if deps.Redis != nil {
@@ -193,7 +216,7 @@ func New(cfg Config, deps Deps, logger *slog.Logger, reg prometheus.Registerer) 
 func DebtMetric(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
 	return registerShared(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "weir_fallback_debt_units_total",
-		Help: "Units admitted by a failure policy and owed to the key's owner, by event: recorded (admitted by fallback here), reported (delivered to the owner), dropped (not kept: the table was full, or beyond a full burst), charged (moved a key's TAT at its owner), forgiven (did not fit: the key was already spent at its owner).",
+		Help: "Units admitted by a failure policy and owed to the key's owner, by event: recorded (admitted by fallback here), reported (delivered to the owner), dropped (not kept: the table was full, beyond a full burst, or refused by the owner), charged (moved a key's TAT at its owner), forgiven (did not fit: the key was already spent at its owner).",
 	}, []string{"event"}))
 }
 
@@ -215,9 +238,14 @@ func registerShared(reg prometheus.Registerer, c *prometheus.CounterVec) (*prome
 
 // Decide decides r as its group's owner: the forwarding layer found this
 // node the owner. It rechecks ownership at the memory's epoch (see
-// decideOwned). Safe for concurrent use.
+// decideOwned). A request with an Op, Reserve or concurrency keys goes to
+// decideGrant (permits.go) and answers in r.Grant; a plain one stays on
+// decideLocal. Safe for concurrent use.
 func (o *Owner) Decide(ctx context.Context, r *decide.Request, out []gcra.Result) (gcra.Result, error) {
-	return o.decideLocal(ctx, r, out)
+	if plain(r) {
+		return o.decideLocal(ctx, r, out)
+	}
+	return o.decideGrant(ctx, r, out)
 }
 
 // owns reports whether this node owns group now.
@@ -285,7 +313,9 @@ func (o *Owner) dropLocked(ctx context.Context, lost func(key string) bool) {
 	o.markHeld(lost)
 	err := o.flushKeys(fctx, lost)
 	n := o.deps.Mem.DeleteFunc(lost)
-	o.OwnershipChanging() // the epoch moved: a new stretch from now
+	n += o.permits.drop(lost) // after the epoch moved: nothing re-creates them
+	o.dropReservations(lost)  // records are not persisted: a move loses them
+	o.OwnershipChanging()     // the epoch moved: a new stretch from now
 	o.forgetLeases(lost)
 	if err == nil {
 		err = o.flushKeys(fctx, lost)

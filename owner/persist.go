@@ -1,18 +1,26 @@
 package owner
 
-import "github.com/weirhq/weir/decide"
+import (
+	"github.com/weirhq/weir/decide"
+	"github.com/weirhq/weir/gcra"
+)
 
 // Sweep frees the rested keys of owner memory at now (on the TATs' time
 // base) and returns how many it freed, remembering them so that their next
 // decision needs no load from Redis while this node keeps owning them (see
 // rested.Rule.Swept). Call it periodically instead of the memory's own
 // Sweep. Safe for concurrent use.
+// It also expires permits and forgets empty permit sets (sweepPermits),
+// and expires reservations past their settle window (sweepReservations,
+// not counted in the result).
 func (o *Owner) Sweep(now int64) int {
+	o.sweepReservations(now)
+	n := o.sweepPermits(now)
 	if o.rested == nil {
-		return o.deps.Mem.Sweep(now)
+		return n + o.deps.Mem.Sweep(now)
 	}
 	epoch := o.deps.Mem.Epoch()
-	return o.deps.Mem.SweepFunc(now, func(key string) { o.rested.Swept(epoch, key) })
+	return n + o.deps.Mem.SweepFunc(now, func(key string) { o.rested.Swept(epoch, key) })
 }
 
 // mustPersist reports whether a TAT of tat for a key of a limit with
@@ -48,8 +56,10 @@ func (o *Owner) known(epoch uint64, group, key string, span int64) bool {
 }
 
 // span is how far an earlier owner's TAT of r's key i can run ahead of its
-// last decision on it: the limit's span, plus the lease TTL for a leasable
-// key (a grant's write-through folds its units at the lease's expiry, see
+// last decision on it: twice the limit's span, since a settlement's excess
+// may leave the TAT up to 2·B·T ahead (gcra.Settle's debt cap; every fast
+// rate limit takes reservations), plus the lease TTL for a leasable key (a
+// grant's write-through folds its units at the lease's expiry, see
 // lease/design.md). Fallback debt never moves a TAT past the span
 // (ChargeDebt). Unknown (-1) for a global key, decided at a regional share
 // whose TATs are rescaled, and for a key without a limit (UpdateOwned).
@@ -58,9 +68,19 @@ func span(r *decide.Request, i int) int64 {
 	if i >= len(r.Limits) || r.Strict || (def != nil && def.Global) {
 		return -1
 	}
-	s := r.Limits[i].Span()
+	s := settleReach(r.Limits[i])
 	if def.Leasable() {
 		s += def.Lease.TTL.Nanoseconds()
 	}
 	return s
+}
+
+// settleReach is the furthest ahead of now a TAT of limit l can be left by
+// a decision or a settlement: min(2·B·T, gcra.MaxSpan), as gcra.Settle
+// caps a settlement's debt.
+func settleReach(l gcra.Limit) int64 {
+	if s := l.Span(); s <= gcra.MaxSpan/2 {
+		return 2 * s
+	}
+	return gcra.MaxSpan
 }

@@ -20,12 +20,16 @@ import (
 
 var margin = DefaultConfig().Rested.Margin
 
+// reach is how far ahead an earlier owner's TAT of a key of l can be: a
+// settlement's excess leaves it up to twice the span ahead (gcra.Settle).
+func reach(l gcra.Limit) time.Duration { return time.Duration(2 * l.Span()) }
+
 // spendAt writes, as another owner deciding at at (now on the twin's
-// clock), key's TAT with the whole of l's burst spent: the furthest any
-// earlier owner's TAT can reach.
+// clock), key's TAT with the whole of l's burst spent and as much again
+// charged by a settlement: the furthest any earlier owner's TAT can reach.
 func (f *twinOwner) spendAt(t *testing.T, key string, l gcra.Limit, at int64) int64 {
 	t.Helper()
-	tat := at + l.Span()
+	tat := at + int64(reach(l))
 	if err := f.redis.StoreTATs(t.Context(), []redisbackend.TAT{{Key: key, TAT: tat, Now: at}}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +63,7 @@ func TestOwner_Decide_ownedPastSpanAndMarginNeedsNoLoad(t *testing.T) {
 	r := f.userRequest("u1")
 	f.clk.Advance(margin)
 	f.spendAt(t, r.Keys[1], tenantLimit, f.now()) // its last decision, as late as the margin allows
-	f.clk.Advance(time.Duration(tenantLimit.Span()))
+	f.clk.Advance(reach(tenantLimit))
 	for i := range 3 {
 		r := f.userRequest("u" + string(rune('a'+i)))
 		agg, err := f.decide(t, r)
@@ -83,7 +87,7 @@ func TestOwner_Decide_withinSpanAndMarginLoads(t *testing.T) {
 	r := f.userRequest("u1")
 	f.clk.Advance(margin)
 	spent := f.spendAt(t, r.Keys[1], tenantLimit, f.now()) // as late as the margin allows
-	f.clk.Advance(time.Duration(userLimit.Span()+tenantLimit.Span()) / 2)
+	f.clk.Advance((reach(userLimit) + reach(tenantLimit)) / 2)
 	r.Now = f.now()
 	if r.Now >= spent {
 		t.Fatal("test setup: the spent TAT is already in the past")
@@ -98,6 +102,30 @@ func TestOwner_Decide_withinSpanAndMarginLoads(t *testing.T) {
 	u := &decide.Request{Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:u2"}, Limits: []gcra.Limit{userLimit}, Cost: 1, Now: f.now()}
 	if agg, err := f.decide(t, u); err != nil || !agg.Allowed || f.loads() != 1 {
 		t.Fatalf("per-user key past its span + margin: %+v, %v, %d loads; want allowed with no load", agg, err, f.loads())
+	}
+}
+
+// A settlement may leave a TAT twice the span ahead (gcra.Settle caps its
+// excess there): past span + margin of ownership, but within twice the
+// span, a first touch still loads, and the debt the previous owner's
+// settlement charged is honoured: denied, not decided as rested.
+func TestOwner_Decide_settledDebtWithinTwiceTheSpanLoads(t *testing.T) {
+	f := newRestedOwner(t)
+	key := "weir:{t1}:per-user:t1:u1"
+	f.clk.Advance(margin)
+	at := f.now()
+	debt := at + 2*userLimit.Span() // what a settlement's excess can leave
+	if err := f.redis.StoreTATs(t.Context(), []redisbackend.TAT{{Key: key, TAT: debt, Now: at}}); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(time.Duration(userLimit.Span() + userLimit.Interval/2)) // past span + margin
+	r := &decide.Request{Group: "t1", Keys: []string{key}, Limits: []gcra.Limit{userLimit}, Cost: 1, Now: f.now()}
+	agg, err := f.decide(t, r)
+	if err != nil || agg.Allowed || f.loads() != 1 {
+		t.Fatalf("within twice the span of a settlement: %+v, %v, %d loads; want denied after a load", agg, err, f.loads())
+	}
+	if got := f.mem.Get("t1", key); got != debt {
+		t.Fatalf("TAT %d, want the settled %d", got, debt)
 	}
 }
 
@@ -117,7 +145,7 @@ func TestOwner_OwnershipChanging_restartsTheRule(t *testing.T) {
 		t.Fatalf("first decision after gaining the group: %+v, %v, %d loads; want denied after a load", agg, err, f.loads())
 	}
 	// span + margin later every first touch is rested again.
-	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
+	f.clk.Advance(margin + reach(tenantLimit))
 	if agg, err := f.decide(t, f.userRequest("u2")); err != nil || !agg.Allowed || f.loads() != 1 {
 		t.Fatalf("after span + margin: %+v, %v, %d loads; want allowed with no new load", agg, err, f.loads())
 	}
@@ -169,7 +197,7 @@ func TestOwner_Decide_leasableSpanIncludesTTL(t *testing.T) {
 		return &decide.Request{Group: "t1", Keys: []string{"weir:{t1}:per-user:t1:" + user}, Limits: []gcra.Limit{userLimit},
 			Defs: []*decide.Def{{Name: "per-user", Lease: terms}}, Cost: 1, Now: f.now()}
 	}
-	f.clk.Advance(margin + time.Duration(userLimit.Span()) + terms.TTL/2)
+	f.clk.Advance(margin + reach(userLimit) + terms.TTL/2)
 	if _, err := f.decide(t, req("u1")); err != nil || f.loads() != 1 {
 		t.Fatalf("leasable key within span + TTL + margin: %v, %d loads, want 1", err, f.loads())
 	}
@@ -199,7 +227,7 @@ func TestOwner_Decide_unknownSpanLoads(t *testing.T) {
 // fast path), with no load.
 func TestOwner_HandleDecide_restedKeysDecideFromMemory(t *testing.T) {
 	f := newRestedOwner(t)
-	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
+	f.clk.Advance(margin + reach(tenantLimit))
 	res := f.o.HandleDecide(t.Context(), "b", []decide.Request{*f.userRequest("u1"), *f.userRequest("u2")})
 	for i, r := range res {
 		if r.Err != nil || !r.Overall.Allowed {
@@ -215,7 +243,7 @@ func TestOwner_HandleDecide_restedKeysDecideFromMemory(t *testing.T) {
 // far: once that has rested, an absent key is not expected to wait.
 func TestOwner_MayWait_restedKeysDoNotWait(t *testing.T) {
 	f := newRestedOwner(t)
-	f.clk.Advance(margin + time.Duration(tenantLimit.Span()))
+	f.clk.Advance(margin + reach(tenantLimit))
 	key := "weir:{t1}:per-user:t1:u9"
 	if !f.o.MayWait("t1", key, false) {
 		t.Fatal("no span seen yet: an absent key may wait")

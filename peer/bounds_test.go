@@ -2,6 +2,7 @@ package peer
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,8 @@ func invokeRaw(t *testing.T, conn *grpc.ClientConn, raw []byte) (*peerv1.DecideR
 // field at its longest, varints at 10 bytes.
 func largestItem() *peerv1.Item {
 	key := "weir:{g}:" + strings.Repeat("k", DefaultMaxKeyBytes-len("weir:{g}:"))
-	it := &peerv1.Item{Group: strings.Repeat("g", DefaultMaxKeyBytes), Cost: -1, NowUs: -1, Strict: true, Debt: true}
+	it := &peerv1.Item{Group: strings.Repeat("g", DefaultMaxKeyBytes), Cost: -1, NowUs: -1, Strict: true, Debt: true, Reserve: true,
+		Op: &peerv1.Op{Kind: math.MaxUint32, Id: make([]byte, 16), TtlNs: -1, Actual: -1}}
 	for range DefaultMaxKeys {
 		it.Keys = append(it.Keys, key)
 		it.Limits = append(it.Limits, &peerv1.Limit{IntervalUs: -1, Burst: -1})

@@ -44,7 +44,7 @@ var errTooMany = errors.New("peer: too many entries")
 
 // scanRequest counts a DecideRequest's items (at most MaxItems), and each
 // item's keys and limits (at most DefaultMaxKeys each), on the wire
-// without allocating.
+// without allocating. An item's op must carry an id of exactly 16 bytes.
 func scanRequest(b []byte) error {
 	items := 0
 	return grpclimit.ScanFields(b, func(num protowire.Number, typ protowire.Type, item []byte) error {
@@ -54,21 +54,52 @@ func scanRequest(b []byte) error {
 		if items++; items > MaxItems {
 			return fmt.Errorf("%w: more than %d items", errTooMany, MaxItems)
 		}
-		keys, limits := 0, 0
-		return grpclimit.ScanFields(item, func(num protowire.Number, typ protowire.Type, _ []byte) error {
-			if typ != protowire.BytesType {
-				return nil
-			}
-			switch num {
-			case 2:
-				keys++
-			case 3:
-				limits++
-			}
-			if keys > DefaultMaxKeys || limits > DefaultMaxKeys {
-				return fmt.Errorf("%w: item %d has more than %d keys or limits", errTooMany, items-1, DefaultMaxKeys)
-			}
-			return nil
-		})
+		return scanItem(item, items-1)
 	})
+}
+
+// errBadOp is an item's op without a 16-byte id.
+var errBadOp = errors.New("peer: malformed op")
+
+// scanItem checks item number n of a request.
+func scanItem(item []byte, n int) error {
+	keys, limits := 0, 0
+	return grpclimit.ScanFields(item, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case 2:
+			keys++
+		case 3:
+			limits++
+		case 10:
+			if err := scanOp(v); err != nil {
+				return fmt.Errorf("item %d: %w", n, err)
+			}
+		}
+		if keys > DefaultMaxKeys || limits > DefaultMaxKeys {
+			return fmt.Errorf("%w: item %d has more than %d keys or limits", errTooMany, n, DefaultMaxKeys)
+		}
+		return nil
+	})
+}
+
+// scanOp requires every id of an Op to be 16 bytes, and one to be there.
+// (The wire may repeat an op: proto merges them, and each is checked.)
+func scanOp(op []byte) error {
+	ids := 0
+	err := grpclimit.ScanFields(op, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num != 2 || typ != protowire.BytesType {
+			return nil
+		}
+		if ids++; len(v) != 16 {
+			return fmt.Errorf("%w: id of %d bytes, not 16", errBadOp, len(v))
+		}
+		return nil
+	})
+	if err == nil && ids == 0 {
+		err = fmt.Errorf("%w: no id", errBadOp)
+	}
+	return err
 }

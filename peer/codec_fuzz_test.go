@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/grpclimit"
 )
 
@@ -14,12 +15,15 @@ import (
 // codec as a DecideStream batch and as a Decide request: the codec never
 // fails (refusals are recorded for the service), what it lets through is
 // within the wire bounds (size, items, keys and limits per item) and
-// decodes as proto.Unmarshal decodes it, and its items convert.
+// decodes as proto.Unmarshal decodes it, and its items convert (an op only
+// with a 16-byte id, its kind, id, reserve flag intact).
 func FuzzCodec_DecideBatch(f *testing.F) {
 	for _, b := range []*peerv1.DecideBatch{
 		{},
 		{Id: 1, FromNode: "n1", TimeoutNs: 1e9, Items: []*peerv1.Item{itemToProto(item(1))}},
 		{Id: 2, Items: []*peerv1.Item{itemToProto(item(2)), {Group: "g", Keys: []string{"k"}}}},
+		{Id: 3, Items: []*peerv1.Item{itemToProto(opItem(3, decide.OpSettle)), itemToProto(reserveItem(4))}},
+		{Id: 4, Items: []*peerv1.Item{{Group: "g", Keys: []string{"k"}, Op: &peerv1.Op{Kind: 9, Id: []byte{1}}}}},
 	} {
 		raw, err := proto.Marshal(b)
 		if err != nil {
@@ -59,8 +63,22 @@ func FuzzCodec_DecideBatch(f *testing.F) {
 				if len(it.GetKeys()) > DefaultMaxKeys || len(it.GetLimits()) > DefaultMaxKeys {
 					t.Fatalf("codec let through an item of %d keys, %d limits", len(it.GetKeys()), len(it.GetLimits()))
 				}
-				if r := itemFromProto(it); len(r.Keys) != len(it.GetKeys()) || len(r.Limits) != len(it.GetLimits()) {
+				if it.GetOp() != nil && len(it.GetOp().GetId()) != 16 {
+					t.Fatalf("codec let through an op with a %d-byte id", len(it.GetOp().GetId()))
+				}
+				r := itemFromProto(it)
+				if len(r.Keys) != len(it.GetKeys()) || len(r.Limits) != len(it.GetLimits()) ||
+					r.Reserve != it.GetReserve() || (r.Op != nil) != (it.GetOp() != nil) {
 					t.Fatalf("itemFromProto(%v) = %+v", it, r)
+				}
+				if op := r.Op; op != nil {
+					kind := it.GetOp().GetKind()
+					if kind > 255 {
+						kind = 0 // out of range reads as no kind
+					}
+					if op.ID != [16]byte(it.GetOp().GetId()) || uint32(op.Kind) != kind || op.TTL != it.GetOp().GetTtlNs() {
+						t.Fatalf("op %v read as %+v", it.GetOp(), op)
+					}
 				}
 			}
 		}

@@ -2,11 +2,13 @@ package peer
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	peerv1 "github.com/weirhq/weir/api/weir/peer/v1"
 	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/ticket"
 )
 
 // Conversions between the Go types and their wire form. They are total: any
@@ -25,16 +27,41 @@ func itemToProto(it decide.Request) *peerv1.Item {
 	for i, l := range it.Limits {
 		limits[i] = &peerv1.Limit{IntervalNs: l.Interval, IntervalUs: gcra.CeilMicros(l.Interval), Burst: l.Burst}
 	}
-	return &peerv1.Item{
-		Group:  it.Group,
-		Keys:   it.Keys,
-		Limits: limits,
-		Cost:   it.Cost,
-		NowNs:  it.Now,
-		NowUs:  it.Now / int64(time.Microsecond),
-		Strict: it.Strict,
-		Debt:   it.Debt,
+	p := &peerv1.Item{
+		Group:   it.Group,
+		Keys:    it.Keys,
+		Limits:  limits,
+		Cost:    it.Cost,
+		NowNs:   it.Now,
+		NowUs:   it.Now / int64(time.Microsecond),
+		Strict:  it.Strict,
+		Debt:    it.Debt,
+		Reserve: it.Reserve,
 	}
+	if op := it.Op; op != nil {
+		// Cost 0: an owner older than op refuses the item (cost must be
+		// > 0) rather than deciding it as a decision.
+		p.Cost = 0
+		p.Op = &peerv1.Op{Kind: uint32(op.Kind), Id: op.ID[:], TtlNs: op.TTL, Actual: op.Actual}
+	}
+	return p
+}
+
+// opFromProto reads an Op. A kind outside decide.OpKind's range reads as
+// 0 and an id of any length but 16 as the zero id, both of which the
+// owner's intake refuses (the server's codec refuses such ids already).
+func opFromProto(p *peerv1.Op) *decide.Op {
+	if p == nil {
+		return nil
+	}
+	op := &decide.Op{TTL: p.GetTtlNs(), Actual: p.GetActual()}
+	if k := p.GetKind(); k <= math.MaxUint8 {
+		op.Kind = decide.OpKind(k)
+	}
+	if id := p.GetId(); len(id) == len(op.ID) {
+		op.ID = [16]byte(id)
+	}
+	return op
 }
 
 func itemFromProto(p *peerv1.Item) decide.Request {
@@ -51,13 +78,15 @@ func itemFromProto(p *peerv1.Item) decide.Request {
 		now = usToNs(p.GetNowUs())
 	}
 	return decide.Request{
-		Group:  p.GetGroup(),
-		Keys:   p.GetKeys(),
-		Limits: limits,
-		Cost:   p.GetCost(),
-		Now:    now,
-		Strict: p.GetStrict(),
-		Debt:   p.GetDebt(),
+		Group:   p.GetGroup(),
+		Keys:    p.GetKeys(),
+		Limits:  limits,
+		Cost:    p.GetCost(),
+		Now:     now,
+		Strict:  p.GetStrict(),
+		Debt:    p.GetDebt(),
+		Reserve: p.GetReserve(),
+		Op:      opFromProto(p.GetOp()),
 	}
 }
 
@@ -109,7 +138,13 @@ func resultToProto(r Result) *peerv1.ItemResult {
 	for i, x := range r.Results {
 		rs[i] = gcraToProto(x)
 	}
-	return &peerv1.ItemResult{Overall: gcraToProto(r.Overall), Results: rs}
+	p := &peerv1.ItemResult{Overall: gcraToProto(r.Overall), Results: rs}
+	if g := r.Grant; g != nil {
+		p.Permit, p.Reservation, p.InFlight, p.Done, p.ExpiryNs = g.Permit, g.Reservation, g.InFlight, g.Done, g.Expiry
+		st := g.Settlement
+		p.Refunded, p.Kept, p.Extra, p.Forgiven = st.Refunded, st.Kept, st.Extra, st.Forgiven
+	}
+	return p
 }
 
 func resultFromProto(p *peerv1.ItemResult) Result {
@@ -123,7 +158,44 @@ func resultFromProto(p *peerv1.ItemResult) Result {
 	for i, x := range p.GetResults() {
 		rs[i] = gcraFromProto(x)
 	}
-	return Result{Overall: gcraFromProto(p.GetOverall()), Results: rs}
+	return Result{Overall: gcraFromProto(p.GetOverall()), Results: rs, Grant: grantFromProto(p)}
+}
+
+// grantFromProto reads fields 6-14 of p: nil when all are zero (a plain
+// decision's result, or a zero Grant: the two read alike).
+func grantFromProto(p *peerv1.ItemResult) *decide.Grant {
+	g := decide.Grant{
+		Permit: p.GetPermit(), Reservation: p.GetReservation(), InFlight: p.GetInFlight(),
+		Done: p.GetDone(), Expiry: p.GetExpiryNs(),
+		Settlement: gcra.Settlement{Refunded: p.GetRefunded(), Kept: p.GetKept(), Extra: p.GetExtra(), Forgiven: p.GetForgiven()},
+	}
+	if len(g.Permit) == 0 && len(g.Reservation) == 0 && len(g.InFlight) == 0 && !g.Done && g.Expiry == 0 && g.Settlement == (gcra.Settlement{}) {
+		return nil
+	}
+	if len(g.Permit) == 0 {
+		g.Permit = nil
+	}
+	if len(g.Reservation) == 0 {
+		g.Reservation = nil
+	}
+	if len(g.InFlight) == 0 {
+		g.InFlight = nil
+	}
+	return &g
+}
+
+// checkGrant bounds what an owner's answer for an item of keys keys may
+// carry beyond its results: tokens of at most ticket.MaxBytes, and at
+// most one in_flight entry per key. The Client answers an item whose
+// result exceeds them with an error rather than hand it on.
+func checkGrant(p *peerv1.ItemResult, keys int) error {
+	switch {
+	case len(p.GetPermit()) > ticket.MaxBytes || len(p.GetReservation()) > ticket.MaxBytes:
+		return fmt.Errorf("peer: owner answered a token of over %d bytes", ticket.MaxBytes)
+	case len(p.GetInFlight()) > keys:
+		return fmt.Errorf("peer: owner answered %d in-flight counts for %d keys", len(p.GetInFlight()), keys)
+	}
+	return nil
 }
 
 // remoteError rebuilds an owner's error message.

@@ -9,6 +9,18 @@
 // it believes in, or returns an error. The wire protocol is
 // weir.peer.v1.Peer (api/weir/peer/v1).
 //
+// Concurrency limits, reservations and token ops (issue 26) travel in the
+// same items: decide.Request.Reserve and Op (weir.peer.v1 Item fields 9
+// and 10; an op item goes with cost 0, so an owner older than op refuses
+// it instead of deciding it), and the owner's answer beyond the results,
+// Result.Grant (ItemResult fields 6-14, absent when Grant is nil or zero,
+// so a plain result is as small as before; a zero Grant reads as nil).
+// Decide and DecideStream share the conversions. The server's codec
+// refuses an op without a 16-byte id (INVALID_ARGUMENT); the Client
+// answers a result carrying a token over ticket.MaxBytes or more
+// in-flight counts than the item's keys as an owner error (Result.Err).
+// Request.Grant and Defs never cross the wire.
+//
 // The owner side is a Handler, served with Register. The sending side is a
 // Client; consumers should depend on the one-method Forwarder interface,
 // which the Client and peertest's in-memory network both satisfy.

@@ -13,13 +13,15 @@ import (
 // many limits, and a group no longer than a key (its tag is inside every
 // key). A key is a tag byte, a 3-byte length and the key; a Limit is a tag,
 // a 1-byte length and two 11-byte varint fields; cost and now are 11 bytes
-// each, strict and debt 2.
+// each, strict, debt and reserve 2; an op is a tag, a 1-byte length, its
+// kind (6), id (18), ttl and actual (11 each).
 const (
 	maxKeyFieldBytes   = 1 + 3 + DefaultMaxKeyBytes
 	maxLimitFieldBytes = 1 + 1 + 2*(1+10)
+	maxOpFieldBytes    = 1 + 1 + (1 + 5) + (1 + 1 + 16) + 2*(1+10)
 	// MaxItemBytes is the encoded size of the largest item the default
-	// Validator accepts: 6,547,334 bytes.
-	MaxItemBytes = maxKeyFieldBytes + DefaultMaxKeys*(maxKeyFieldBytes+maxLimitFieldBytes) + 2*(1+10) + 2*2
+	// Validator accepts: 6,547,384 bytes.
+	MaxItemBytes = maxKeyFieldBytes + DefaultMaxKeys*(maxKeyFieldBytes+maxLimitFieldBytes) + 2*(1+10) + 3*2 + maxOpFieldBytes
 	// MaxRequestBytes bounds one DecideRequest on the wire. MaxItems
 	// maximal items (6.7 GB) would be no bound at all, so the Client cuts
 	// its batches by size as well as by count: it never sends more than

@@ -46,6 +46,11 @@ type Result struct {
 	// (redis_unavailable, state_load_failed), so the sender can name the
 	// real cause of its fallback; empty for other errors.
 	Reason string
+	// Grant is the owner's answer beyond the gcra results (decide.Grant:
+	// permit and reservation tokens, in-flight counts, an op's outcome)
+	// for an item that has concurrency keys, Reserve or Op; nil for a
+	// plain decision. The owner's handler fills it, the wire carries it.
+	Grant *decide.Grant
 }
 
 // Handler decides forwarded items on the owner side. HandleDecide must

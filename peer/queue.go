@@ -223,6 +223,10 @@ func (p *peerQueue) send(batch []*call) {
 		return
 	}
 	for i, cl := range batch {
+		if err := checkGrant(results[i], len(cl.item.GetKeys())); err != nil {
+			cl.done <- answer{result: Result{Err: fmt.Errorf("%w: %w", ErrRemote, err)}}
+			continue
+		}
 		cl.done <- answer{result: resultFromProto(results[i])}
 	}
 }

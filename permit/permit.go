@@ -210,6 +210,16 @@ func (s *Set) Renew(now int64, id ID, ttl int64) (expiry int64, ok bool, err err
 	return e.expiry, true, nil
 }
 
+// Expiry returns the expiry of the permit id, live or not yet expired
+// away by a later call; false for an unknown id. It changes nothing.
+func (s *Set) Expiry(id ID) (int64, bool) {
+	e, ok := s.byID[id]
+	if !ok {
+		return 0, false
+	}
+	return e.expiry, true
+}
+
 // Permits lists the live permits at now, earliest expiry first.
 func (s *Set) Permits(now int64) []Permit {
 	s.tick(now)

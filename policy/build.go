@@ -67,6 +67,7 @@ func build(c *checker, fp *filePolicy) *Policy {
 	}
 	indexDescriptors(p)
 	checkConsistency(c, p)
+	checkConcurrencyGroups(c, p)
 	indexDomains(c, p)
 	buildProfiles(c, p, fp)
 	return p
@@ -97,6 +98,7 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 	l := &Limit{
 		Name: fl.Name, Match: slices.Clone(fl.Match), Group: fl.Group,
 		Burst: fl.Burst, Shadow: fl.Shadow,
+		Kind:        enumField(c, at+": kind", fl.Kind, "", KindRate, KindConcurrency),
 		Consistency: enumField(c, at+": consistency", fl.Consistency, def.Consistency, ConsistencyFast, ConsistencyStrict),
 		OnFailure:   enumField(c, at+": on_failure", fl.OnFailure, def.OnFailure, FailOpen, FailClosed, FailLocal),
 		Scope:       enumField(c, at+": scope", fl.Scope, def.Scope, ScopeRegion, ScopeGlobal),
@@ -105,6 +107,12 @@ func buildLimit(c *checker, at string, fl *fileLimit, def *Limit) *Limit {
 		c.addf(at, "name: %q must match [A-Za-z0-9_.-]{1,64}", fl.Name)
 	}
 	checkMatch(c, at, l)
+	if l.Kind == KindConcurrency {
+		l.Burst = 0 // refused if written; Params is the permit bound
+		buildConcurrency(c, at, fl, l)
+		return l
+	}
+	buildRateKind(c, at, fl, l)
 	buildLease(c, at, fl, l)
 	if buildEnvoy(c, at, fl, l) { // an Envoy "unlimited" limit has no rate
 		l.Rate, l.Params = rateAndBurst(c, at, "rate", "burst", fl.Rate, fl.Burst)

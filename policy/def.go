@@ -19,7 +19,8 @@ func (l *Limit) Def() *decide.Def {
 
 func newDef(l *Limit) *decide.Def {
 	return &decide.Def{Name: l.Name, Global: l.Scope == ScopeGlobal, Strict: l.Consistency == ConsistencyStrict,
-		Shadow: l.Shadow, Lease: l.Lease}
+		Shadow: l.Shadow, Lease: l.Lease,
+		Concurrency: l.Kind == KindConcurrency, ReserveTTL: l.ReserveTTL.Nanoseconds()}
 }
 
 // buildDefs gives every limit of p its Def; call once p's limits are final.

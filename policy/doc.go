@@ -1,8 +1,10 @@
 // Package policy is weir's policy plane: rate limits as data. A policy is a
 // YAML file listing limits — the descriptors each matches, the descriptor
 // that groups its keys (the Redis Cluster hash tag and the owner-routing
-// value), rate, burst, shadow mode, consistency, failure mode, leasing and
-// scope — plus per-tier numbers and per-tenant tiers and overrides.
+// value), its kind (rate, or concurrency: requests in flight), rate and burst
+// or max_in_flight and ttl, shadow mode, consistency, failure mode, leasing,
+// reservations and scope — plus per-tier numbers and per-tenant tiers and
+// overrides.
 //
 // Parse and LoadFile validate a policy whole: any problem refuses it, with
 // messages that name the file, the limit and the field. A parsed *Policy is
@@ -41,6 +43,20 @@
 //     hash slots and owners; deciding them together is the limiter's call.
 //   - Call Reload on SIGHUP if operators expect it, and cancel Run's context
 //     on shutdown. Use Static for a fixed policy (tests, built-in policy).
+//
+// Concurrency limits (issue 26): a limit with kind: concurrency bounds the
+// permits held at once instead of a rate. It takes max_in_flight (1 to
+// permit.MaxInFlight, required) and ttl (1s to 24h, default
+// DefaultPermitTTL, 30s); tiers and overrides may set its max_in_flight.
+// Its Params are the permit bound, Burst max_in_flight and Interval the ttl
+// in nanoseconds (decide.PermitLimit), so Match.Params, Tenant, Tier and
+// KeyLimit answer for it as for a rate limit, and its Def has Concurrency
+// set. It is always fast and regional, never leased, never answers Envoy
+// RLS, and fails closed unless it (or defaults) says open: an inherited
+// on_failure: local makes it closed, a written one is refused. Check its
+// numbers from elsewhere with CheckPermitParams, not CheckParams. Rate
+// limits take reserve_ttl (1s to 24h; Limit.ReserveTTL and Def.ReserveTTL
+// default to decide.DefaultReserveTTL), refused on strict and Envoy limits.
 //
 // The key format, stable across versions, is documented on Resolve; package
 // limitkey builds and parses it (this package adds what needs a policy:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/weirhq/weir/decide"
 	"github.com/weirhq/weir/policy"
 )
 
@@ -61,4 +62,35 @@ func ExampleParseRate() {
 	r, err := policy.ParseRate("600/m")
 	fmt.Println(r, r.N, r.Per, err)
 	// Output: 600/m 600 1m0s <nil>
+}
+
+// A concurrency limit's numbers are its permit bound: decide.PermitLimit
+// reads Match.Params as max_in_flight and the permit ttl.
+func ExampleParse_concurrency() {
+	p, err := policy.Parse("example.yaml", []byte(`
+tenants:
+  acme: {overrides: {exports: {max_in_flight: 200}}}
+limits:
+  - name: exports
+    kind: concurrency
+    match: [tenant, op]
+    max_in_flight: 20
+    ttl: 2m
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, tenant := range []string{"acme", "other"} {
+		ms, _ := p.Resolve(map[string]string{"tenant": tenant, "op": "export"}, nil)
+		maxInFlight, ttl := decide.PermitLimit(ms[0].Params)
+		fmt.Printf("%s kind=%s max_in_flight=%d ttl=%s on_failure=%s concurrency=%v\n",
+			ms[0].Key, ms[0].Limit.Kind, maxInFlight, time.Duration(ttl), ms[0].Limit.OnFailure, ms[0].Limit.Def().Concurrency)
+	}
+	_, err = policy.Parse("bad.yaml", []byte("limits:\n  - {name: exports, kind: concurrency, match: [tenant], max_in_flight: 5, on_failure: local}\n"))
+	fmt.Println(err)
+	// Output:
+	// weir:{acme}:exports:acme:export kind=concurrency max_in_flight=200 ttl=2m0s on_failure=closed concurrency=true
+	// weir:{other}:exports:other:export kind=concurrency max_in_flight=20 ttl=2m0s on_failure=closed concurrency=true
+	// bad.yaml: limits[0] "exports": on_failure: local cannot be used on a concurrency limit (one node alone cannot count the permits others hold, nor release them); use closed (the default for concurrency limits) or open (admitted without a permit)
 }

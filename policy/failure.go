@@ -65,7 +65,8 @@ func checkGlobalOpen(c *checker, at string, l *Limit) {
 func checkConsistency(c *checker, p *Policy) {
 	for i, a := range p.Limits {
 		for _, b := range p.Limits[i+1:] {
-			if a.Consistency == b.Consistency || a.Group != b.Group || a.Group == "" {
+			if a.Consistency == b.Consistency || a.Group != b.Group || a.Group == "" ||
+				a.Kind == KindConcurrency || b.Kind == KindConcurrency { // checkConcurrencyGroups
 				continue
 			}
 			fast, strict := a, b

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -100,6 +101,9 @@ func FuzzParamsForKey(f *testing.F) {
 	f.Add([]byte(keyPolicy), "acme", "u1")
 	f.Add([]byte(keyPolicy), "a:b", "%{}")
 	f.Add(BuiltinYAML(), "acme", "x%3A")
+	if data, err := os.ReadFile("testdata/concurrency.yaml"); err == nil {
+		f.Add(data, "acme", "v")
+	}
 	f.Fuzz(func(t *testing.T, data []byte, tenant, value string) {
 		p, err := Parse("fuzz.yaml", data)
 		if err != nil || tenant == "" || value == "" {
@@ -118,7 +122,11 @@ func FuzzParamsForKey(f *testing.F) {
 			t.Fatal(err)
 		}
 		for _, m := range ms {
-			if err := CheckParams(m.Params); err != nil {
+			check := CheckParams
+			if m.Limit.Kind == KindConcurrency {
+				check = CheckPermitParams // a permit bound, not a rate
+			}
+			if err := check(m.Params); err != nil {
 				t.Fatalf("%s: %v", m.Key, err)
 			}
 			got, how := p.ParamsForKey(m.Key)

@@ -53,12 +53,18 @@ type (
 		Lease         *fileLease `yaml:"lease"`
 		Scope         string     `yaml:"scope"`
 		fileEnvoy     `yaml:",inline"`
+
+		// kind, max_in_flight, ttl, reserve_ttl: concurrency.go
+		fileConcurrency `yaml:",inline"`
 	}
 	// fileAdjust is a tier's or an override's change to one limit.
 	fileAdjust struct {
 		Rate   *string `yaml:"rate"`
 		Burst  *int64  `yaml:"burst"`
 		Shadow *bool   `yaml:"shadow"`
+
+		// MaxInFlight adjusts a concurrency limit (applyPermitAdjust).
+		MaxInFlight *int64 `yaml:"max_in_flight"`
 	}
 	fileTenant struct {
 		Tier      string                `yaml:"tier"`

@@ -39,16 +39,16 @@ func TestLoadFile_full(t *testing.T) {
 		Name: "per-user", Match: []string{"tenant", "user"}, Group: "tenant",
 		Rate: Rate{5, time.Second}, Burst: 3, Params: gcra.Limit{Interval: 200_000_000, Burst: 3},
 		Consistency: ConsistencyStrict, OnFailure: FailLocal, Fallback: gcra.Limit{Interval: 40_000_000, Burst: 25},
-		Scope: ScopeRegion,
+		Scope: ScopeRegion, Kind: KindRate, ReserveTTL: 5 * time.Minute,
 	}, {
 		Name: "per-tenant", Match: []string{"tenant"}, Group: "tenant",
 		Rate: Rate{100, time.Second}, Burst: 50, Params: gcra.Limit{Interval: 10_000_000, Burst: 50},
-		Consistency: ConsistencyStrict, OnFailure: FailClosed, Scope: ScopeGlobal,
+		Consistency: ConsistencyStrict, OnFailure: FailClosed, Scope: ScopeGlobal, Kind: KindRate, ReserveTTL: 5 * time.Minute,
 	}, {
 		Name: "audit", Match: []string{"route", "tenant"}, Group: "route",
 		Rate: Rate{600, time.Minute}, Burst: 5, Params: gcra.Limit{Interval: 100_000_000, Burst: 5},
 		Consistency: ConsistencyFast, OnFailure: FailOpen, Scope: ScopeRegion,
-		Lease: &lease.Terms{Max: 20, TTL: 250 * time.Millisecond},
+		Lease: &lease.Terms{Max: 20, TTL: 250 * time.Millisecond}, Kind: KindRate, ReserveTTL: 5 * time.Minute,
 	}}
 	if len(p.Limits) != len(want) {
 		t.Fatalf("got %d limits, want %d", len(p.Limits), len(want))
@@ -264,8 +264,10 @@ func TestBuiltin(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(BuiltinYAML())
-	if full, err := os.ReadFile("testdata/full.yaml"); err == nil {
-		f.Add(full)
+	for _, name := range []string{"testdata/full.yaml", "testdata/concurrency.yaml"} {
+		if data, err := os.ReadFile(name); err == nil {
+			f.Add(data)
+		}
 	}
 	f.Add([]byte("limits: [{name: a, match: [x, y], group: y, rate: 1/s, burst: 1}]\nunknown_descriptors: ignore\n"))
 	f.Add([]byte("tenants: {a: {tier: b}}\ntiers: {b: {x: {burst: 2}}}\nlimits: [{name: x, match: [tenant], rate: 9/h, burst: 9}]"))

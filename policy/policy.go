@@ -4,6 +4,7 @@ import (
 	"errors"
 	"github.com/weirhq/weir/decide"
 	"slices"
+	"time"
 
 	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/lease"
@@ -134,6 +135,20 @@ type Limit struct {
 	// Envoy holds the limit's Envoy RLS settings (see envoy.go); its
 	// Domain is "" for limits that answer weir's own API.
 	Envoy EnvoyLimit
+	// Kind is what the limit counts (concurrency.go). A KindConcurrency
+	// limit has no Rate and Burst: its Params are its permit bound,
+	// Burst MaxInFlight and Interval TTL in nanoseconds
+	// (decide.PermitLimit); it is fast, regional, never leased, and its
+	// OnFailure is closed or open. "" (a literal Limit) reads as KindRate.
+	Kind Kind
+	// MaxInFlight and TTL are a concurrency limit's own permit bound and
+	// permit life, before tiers and overrides; zero on a rate limit.
+	MaxInFlight int64
+	TTL         time.Duration
+	// ReserveTTL is how long a reservation on a rate limit may be settled
+	// (reserve_ttl, else decide.DefaultReserveTTL; a strict limit keeps
+	// the default but takes no reservations); zero on a concurrency limit.
+	ReserveTTL time.Duration
 
 	match    []int       // Match as positions in Policy.names
 	def      *decide.Def // see Def

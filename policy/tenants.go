@@ -71,7 +71,7 @@ func unknownFields(n *yaml.Node, typ string, known ...string) []string {
 		}
 		if k.Value == "overrides" && v.Kind == yaml.MappingNode {
 			for j := 1; j < len(v.Content); j += 2 {
-				msgs = append(msgs, unknownFields(v.Content[j], "policy.fileAdjust", "rate", "burst", "shadow")...)
+				msgs = append(msgs, unknownFields(v.Content[j], "policy.fileAdjust", "rate", "burst", "shadow", "max_in_flight")...)
 			}
 		}
 	}

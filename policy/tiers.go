@@ -75,7 +75,12 @@ func applyAdjusts(c *checker, p *Policy, at string, from []numbers, adj map[stri
 			continue
 		}
 		i := slices.Index(p.Limits, l)
-		nums[i] = applyAdjust(c, path, nums[i], adj[name])
+		switch {
+		case l.Kind == KindConcurrency:
+			nums[i] = applyPermitAdjust(c, path, nums[i], adj[name])
+		case !refuseMaxInFlight(c, path, adj[name]):
+			nums[i] = applyAdjust(c, path, nums[i], adj[name])
+		}
 	}
 	return nums
 }

@@ -70,6 +70,15 @@
 //   - StoreTATs overwrites unconditionally: only a key's current owner may
 //     call it.
 //
+// Concurrency keys (issue 26) hold a permit.Set's encoding instead of a
+// TAT: [Backend.LoadSets] and [Backend.StoreSets] read and write them
+// (permitsets.go). The store script keeps the later of two snapshots by
+// bytes 2..9 (the set's latest time, big-endian; a tie overwrites) and
+// sets PX to the last permit's expiry minus now plus ExpiryGrace. A TAT
+// found under such a key reads as an empty set; other bytes are an error
+// wrapping ErrBadPermitSet, never an empty set. On Cluster a group's keys
+// share its hash tag, so one MGET per slot as for TATs.
+//
 // Tests of code that uses LoadTATs, StoreTATs and DecidePipelined through
 // an interface of its own can use redistest.Memory, an in-memory twin held
 // to a Backend on a real redis-server by a conformance test.

@@ -40,6 +40,25 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	tats := make([]int64, len(keys))
+	err := b.loadEach(ctx, keys, "tats", func(k int, s string) (err error) {
+		if tats[k], err = parseTAT(s); err != nil {
+			return fmt.Errorf("redisbackend: key %q: %w", keys[k], err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tats, nil
+}
+
+// loadEach reads keys in one pipeline of MGETs (one per hash slot on
+// Cluster), bounded by ctx and Config.Timeout, and hands each present
+// key's value to found with the key's index; missing keys are skipped.
+// The first failure (of Redis or of found) fails the call. what names the
+// values in errors.
+func (b *Backend) loadEach(ctx context.Context, keys []string, what string, found func(k int, v string) error) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
 	batches := b.slotBatches(keys)
@@ -54,16 +73,15 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		b.noteError(err)
-		return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
+		return fmt.Errorf("redisbackend: load %d %s: %w", len(keys), what, err)
 	}
-	tats := make([]int64, len(keys))
 	for i, c := range cmds {
 		vals, err := c.Result()
 		if err == nil && len(vals) != len(batches[i]) {
 			err = fmt.Errorf("mget of %d keys returned %d values", len(batches[i]), len(vals))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
+			return fmt.Errorf("redisbackend: load %d %s: %w", len(keys), what, err)
 		}
 		for j, v := range vals {
 			k := batches[i][j]
@@ -72,14 +90,14 @@ func (b *Backend) LoadTATs(ctx context.Context, keys []string) ([]int64, error) 
 			}
 			s, ok := v.(string)
 			if !ok {
-				return nil, fmt.Errorf("redisbackend: key %q: unexpected %T from mget", keys[k], v)
+				return fmt.Errorf("redisbackend: key %q: unexpected %T from mget", keys[k], v)
 			}
-			if tats[k], err = parseTAT(s); err != nil {
-				return nil, fmt.Errorf("redisbackend: key %q: %w", keys[k], err)
+			if err := found(k, s); err != nil {
+				return err
 			}
 		}
 	}
-	return tats, nil
+	return nil
 }
 
 // slotBatches splits the indexes of keys into the batches one MGET may
@@ -133,51 +151,62 @@ func (b *Backend) StoreTATs(ctx context.Context, tats []TAT) error {
 			return err
 		}
 	}
-	if len(tats) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
-	defer cancel()
-	cmds, err := b.runStore(ctx, tats, false)
-	b.noteError(err)
-	var retry []TAT
-	for i, c := range cmds {
-		switch {
-		case isNoScript(c.Err()):
-			retry = append(retry, tats[i])
-		case c.Err() != nil:
-			return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), c.Err())
-		}
-	}
-	if len(retry) == 0 {
-		if err != nil {
-			return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
-		}
-		return nil
-	}
-	// The server lost its script cache; those writes did not run.
-	if _, err := b.runStore(ctx, retry, true); err != nil {
-		b.noteError(err)
-		return fmt.Errorf("redisbackend: store %d tats: %w", len(tats), err)
-	}
-	return nil
-}
-
-// runStore queues one store script call per TAT (EVALSHA, or EVAL when
-// full) and executes them.
-func (b *Backend) runStore(ctx context.Context, tats []TAT, full bool) ([]*redis.Cmd, error) {
-	pipe := b.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(tats))
-	for i, t := range tats {
+	return b.storeEach(ctx, len(tats), "tats", func(ctx context.Context, pipe redis.Pipeliner, i int, full bool) *redis.Cmd {
+		t := tats[i]
 		// A TAT more than the grace in the past is deleted (px 0).
 		px := int64(0)
 		if t.TAT+ExpiryGrace.Nanoseconds() > t.Now {
 			px = (t.TAT-t.Now+999_999)/1_000_000 + 1 + ExpiryGrace.Milliseconds()
 		}
-		cmds[i] = queueScript(ctx, pipe, b.store, full, []string{t.Key}, formatTAT(t.TAT), strconv.FormatInt(px, 10))
+		return queueScript(ctx, pipe, b.store, full, []string{t.Key}, formatTAT(t.TAT), strconv.FormatInt(px, 10))
+	})
+}
+
+// storeEach runs n store script calls in one pipeline, queued by queue
+// (EVALSHA, or EVAL when full), bounded by ctx and Config.Timeout, and
+// runs again with EVAL the calls the server refused as NOSCRIPT (it lost
+// its script cache: they did not run). what names the items in errors.
+func (b *Backend) storeEach(ctx context.Context, n int, what string, queue func(ctx context.Context, pipe redis.Pipeliner, i int, full bool) *redis.Cmd) error {
+	if n == 0 {
+		return nil
 	}
-	_, err := pipe.Exec(ctx)
-	return cmds, err
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	run := func(idx []int, full bool) ([]*redis.Cmd, error) {
+		pipe := b.client.Pipeline()
+		cmds := make([]*redis.Cmd, len(idx))
+		for j, i := range idx {
+			cmds[j] = queue(ctx, pipe, i, full)
+		}
+		_, err := pipe.Exec(ctx)
+		return cmds, err
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	cmds, err := run(all, false)
+	b.noteError(err)
+	var retry []int
+	for i, c := range cmds {
+		switch {
+		case isNoScript(c.Err()):
+			retry = append(retry, i)
+		case c.Err() != nil:
+			return fmt.Errorf("redisbackend: store %d %s: %w", n, what, c.Err())
+		}
+	}
+	if len(retry) == 0 {
+		if err != nil {
+			return fmt.Errorf("redisbackend: store %d %s: %w", n, what, err)
+		}
+		return nil
+	}
+	if _, err := run(retry, true); err != nil {
+		b.noteError(err)
+		return fmt.Errorf("redisbackend: store %d %s: %w", n, what, err)
+	}
+	return nil
 }
 
 // storeLua writes KEYS[1] = ARGV[1] with expiry ARGV[2] ms, or deletes the
@@ -243,3 +272,7 @@ func parseTAT(s string) (int64, error) {
 	}
 	return us*1000 + frac, nil
 }
+
+// FormatTAT is formatTAT for the in-memory twin, which must write what a
+// Backend writes.
+func FormatTAT(ns int64) string { return formatTAT(ns) }

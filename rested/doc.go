@@ -12,9 +12,10 @@
 //
 // Why the second holds: only a key's owner writes a fast key's TAT to
 // Redis, and a TAT is never more than the key's span ahead of the moment
-// it was decided (the span is burst × interval; a lease write-through adds
-// the lease's TTL, which the caller includes; fallback debt is capped at the
-// span, see owner/debt.go). Every earlier owner stopped deciding the key at
+// it was last decided or settled (the caller's span: twice burst ×
+// interval, as a settlement's excess may reach that far, see gcra.Settle;
+// a lease write-through adds the lease's TTL; fallback debt is capped at
+// burst × interval, see owner/debt.go). Every earlier owner stopped deciding the key at
 // the latest when it learned of the ring change, which Margin bounds from
 // the moment this owner's ownership began. So once span + Margin have
 // passed, any TAT Redis holds from an earlier owner is in the past, and a

@@ -87,7 +87,7 @@ type resolution struct {
 // are walked in each such order as an RLS descriptor would be
 // (policy.ResolveEnvoy). One limit reached: that limit governs. None: no
 // limit governs (as an unmatched RLS descriptor is OK). Several different
-// ones: ambiguous.
+// ones: ambiguous. A concurrency limit reached counts as none.
 func resolve(p *policy.Policy, domain string, id map[string]string, minTTL int64) resolution {
 	if !p.HasDomain(domain) {
 		return resolution{kind: kindAllow}
@@ -107,7 +107,11 @@ func resolve(p *policy.Policy, domain string, id map[string]string, minTTL int64
 		for i, k := range l.Match {
 			entries[i] = policy.EnvoyEntry{Key: k, Value: id[k]}
 		}
-		if m, ok := p.ResolveEnvoy(domain, entries); ok && !slices.ContainsFunc(found, func(f policy.Match) bool { return f.Limit == m.Limit }) {
+		m, ok := p.ResolveEnvoy(domain, entries)
+		if ok && m.Limit.Def().Concurrency {
+			continue // not evaluated: Envoy cannot release a permit (package doc)
+		}
+		if ok && !slices.ContainsFunc(found, func(f policy.Match) bool { return f.Limit == m.Limit }) {
 			found = append(found, m)
 		}
 	}

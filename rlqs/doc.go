@@ -20,6 +20,11 @@
 // weir_rlqs_buckets{kind}, and the node logs a warning naming the limit
 // once per limit.
 //
+// Concurrency limits (kind: concurrency) are not evaluated: Envoy cannot
+// release a permit, and a token bucket cannot hold one. A bucket whose
+// entries reach a concurrency limit is resolved as if that limit did not
+// exist (ALLOW_ALL when nothing else governs it), and no permit is taken.
+//
 // # Assignments
 //
 // A governed bucket's units come from two lease holders per stream

@@ -159,7 +159,17 @@ func matches(names []string, desc map[string]string) bool {
 // ring is empty. It does not allocate.
 func (t *Table) Owner(desc map[string]string) (int, bool) {
 	g, ok := t.Group(desc)
-	if !ok || len(t.owners) == 0 {
+	if !ok {
+		return 0, false
+	}
+	return t.GroupOwner(g)
+}
+
+// GroupOwner returns the index of the member that owns group g (a
+// permit's or reservation's group, ticket.Group), and false when the ring
+// is empty. It does not allocate.
+func (t *Table) GroupOwner(g string) (int, bool) {
+	if len(t.owners) == 0 {
 		return 0, false
 	}
 	return int(t.owners[xxhash.Sum64String(g)%uint64(len(t.owners))]), true

@@ -91,6 +91,9 @@ func TestTable_Owner_agreesWithResolveAndRing(t *testing.T) {
 				t.Fatalf("%s: %v: table says group %q owner %v/%v, node says %q on %s",
 					p.Version, d, g, ok, i, ms[0].GroupValue, want)
 			}
+			if gi, _ := table.GroupOwner(ms[0].GroupValue); table.Name(gi) != want {
+				t.Fatalf("%s: GroupOwner(%q) = %s, node says %s", p.Version, ms[0].GroupValue, table.Name(gi), want)
+			}
 			routed++
 		}
 		if routed < 1000 {

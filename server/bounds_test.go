@@ -84,6 +84,7 @@ func TestGRPC_largestValidBatchFits(t *testing.T) {
 	}
 	// The widest cost: a 10-byte varint (-1).
 	req = protowire.AppendVarint(protowire.AppendTag(req, 2, protowire.VarintType), uint64(1<<64-1))
+	req = protowire.AppendVarint(protowire.AppendTag(req, 3, protowire.VarintType), 1) // reserve
 	if n := len(req); n != MaxDecideRequestBytes {
 		t.Fatalf("largest request is %d bytes, MaxDecideRequestBytes says %d", n, MaxDecideRequestBytes)
 	}

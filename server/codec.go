@@ -23,6 +23,8 @@ func newCodec() *grpclimit.Codec {
 			return scanBatch
 		case *weirv1.HoldRequest:
 			return scanHold
+		case *weirv1.ReleaseRequest, *weirv1.RenewRequest, *weirv1.SettleRequest:
+			return scanOp
 		}
 		return nil
 	}).WithDecoders(decodeFor)

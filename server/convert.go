@@ -19,7 +19,7 @@ func FromProto(in *weirv1.DecideRequest) limiter.Request {
 	if in != nil && in.Cost != nil {
 		cost = *in.Cost
 	}
-	return limiter.Request{Descriptors: in.GetDescriptors(), Cost: cost}
+	return limiter.Request{Descriptors: in.GetDescriptors(), Cost: cost, Reserve: in.GetReserve()}
 }
 
 // ToProto converts a limiter decision to its weir.v1 form. Zero durations
@@ -119,6 +119,8 @@ func (r *responses) next(d limiter.Decision) *weirv1.DecideResponse {
 	out.TooCostly = d.TooCostly
 	out.PolicyVersion = d.PolicyVersion
 	out.FromLease = d.FromLease
+	out.Permit = d.Permit
+	out.Reservation = d.Reservation
 	if n := len(d.Limits); n > 0 {
 		out.Limits = r.ptrs[:n:n]
 		r.ptrs = r.ptrs[n:]
@@ -145,6 +147,8 @@ func (r *responses) limit(l limiter.LimitDecision) *weirv1.LimitStatus {
 	s.Window = r.duration(l.Window)
 	s.ResetAfter = r.duration(l.ResetAfter)
 	s.TooCostly = l.TooCostly
+	s.InFlight = l.InFlight
+	s.Kind = l.Kind
 	return s
 }
 

@@ -32,6 +32,23 @@ func TestFromProto(t *testing.T) {
 	}
 }
 
+func TestFromProto_reserve(t *testing.T) {
+	if !FromProto(&weirv1.DecideRequest{Reserve: true}).Reserve || FromProto(&weirv1.DecideRequest{}).Reserve {
+		t.Error("reserve not passed on as it is")
+	}
+}
+
+func TestToProto_concurrencyFields(t *testing.T) {
+	d := limiter.Decision{Allowed: true, Matched: true, Permit: []byte("p"), Reservation: []byte("r"),
+		Limits: []limiter.LimitDecision{{Name: "jobs", Burst: 2, Window: 30 * time.Second, InFlight: 1, Kind: limiter.KindConcurrency, Remaining: 1}}}
+	out := ToProto(d)
+	l := out.GetLimits()[0]
+	if string(out.GetPermit()) != "p" || string(out.GetReservation()) != "r" || l.GetInFlight() != 1 || l.GetKind() != "concurrency" ||
+		l.GetBurst() != 2 || l.GetWindow().AsDuration() != 30*time.Second || l.GetRemaining() != 1 {
+		t.Errorf("ToProto = %v", out)
+	}
+}
+
 func TestToProto_full(t *testing.T) {
 	d := limiter.Decision{
 		Allowed: false, Matched: true, RetryAfter: 150 * time.Millisecond,

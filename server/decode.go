@@ -157,6 +157,12 @@ func (a *strArena) request(wire []byte, m *weirv1.DecideRequest, cost *int64) er
 				m.Cost = cost
 			}
 			*m.Cost = int64(v)
+		case num == 3 && typ == protowire.VarintType:
+			var v uint64
+			if v, vl = protowire.ConsumeVarint(b); vl < 0 {
+				return fmt.Errorf("%w: malformed reserve", errMalformed)
+			}
+			m.Reserve = v != 0
 		default:
 			if unknown, vl, err = appendUnknown(unknown, num, typ, b); err != nil {
 				return err

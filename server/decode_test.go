@@ -126,6 +126,18 @@ var requestCases = map[string]struct {
 		wire(nil).bytes(1, wire(nil).varint(7, 1).bytes(1, []byte("k")).raw(0x1b, 0x08, 0x01, 0x1c).bytes(2, []byte("v")).varint(1, 4)),
 		&weirv1.DecideRequest{Descriptors: map[string]string{"k": "v"}},
 	},
+	"reserve": {
+		wire(nil).bytes(1, entry("tenant", "acme")).varint(3, 1),
+		&weirv1.DecideRequest{Descriptors: map[string]string{"tenant": "acme"}, Reserve: true},
+	},
+	"reserve before the cost, any non-zero is true": {
+		wire(nil).varint(3, 2).varint(2, 4),
+		&weirv1.DecideRequest{Cost: proto.Int64(4), Reserve: true},
+	},
+	"the last reserve wins": {
+		wire(nil).varint(3, 1).varint(3, 0),
+		&weirv1.DecideRequest{},
+	},
 	"a 32-descriptor request": {
 		many(32, 3),
 		&weirv1.DecideRequest{Descriptors: manyMap(32, 3)},
@@ -143,6 +155,10 @@ var requestCases = map[string]struct {
 	"unknown field":                       {wire(nil).varint(3, 1).bytes(1, entry("a", "b")).bytes(9, []byte("x")), nil},
 	"descriptors as a varint are unknown": {wire(nil).varint(1, 1), nil},
 	"cost as bytes is unknown":            {wire(nil).bytes(2, []byte{1}), nil},
+	"reserve as bytes is unknown":         {wire(nil).bytes(3, []byte{1}), nil},
+	"a non-minimal reserve":               {wire(nil).raw(0x18, 0x81, 0x80, 0x00), nil},
+	"a truncated reserve":                 {wire(nil).raw(0x18, 0x80), nil},
+	"reserve as fixed32 is unknown":       {protowire.AppendFixed32(protowire.AppendTag(nil, 3, protowire.Fixed32Type), 1), nil},
 	"cost as fixed64 is unknown":          {protowire.AppendFixed64(protowire.AppendTag(nil, 2, protowire.Fixed64Type), 7), nil},
 	"an unknown group":                    {wire(nil).raw(0x2b, 0x08, 0x01, 0x2c).varint(2, 2), nil},
 	"a non-minimal tag is re-encoded":     {wire(nil).raw(0x98, 0x00, 0x05), nil},

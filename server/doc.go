@@ -1,6 +1,7 @@
 // Package server is a weir node's front door: the weir.v1.RateLimiter gRPC
 // service (with the standard health service and server reflection) and the
-// HTTP API (/v1/decide, /v1/decide_batch, /metrics, /healthz, /readyz). It
+// HTTP API (/v1/decide, /v1/decide_batch, /v1/release, /v1/renew,
+// /v1/settle, /metrics, /healthz, /readyz). It
 // translates between the wire and the limiter core and maps errors to
 // status codes; it decides nothing itself. With WithTopology it also
 // answers the Topology RPC (this node's placement, for clients that route
@@ -20,6 +21,21 @@
 //	hs.Shutdown()
 //	gs.GracefulStop()
 //	hsrv.Shutdown(ctx)
+//
+// # Permits and reservations (issue 26)
+//
+// A DecideRequest's reserve reaches the limiter (limiter.Request.Reserve);
+// a DecideResponse carries the decision's permit and reservation tokens
+// and each LimitStatus its in_flight and kind ("rate" or "concurrency"),
+// on gRPC, in the pre-encoded DecideBatch answer and in JSON (every field,
+// "permit": "" when none). Release, Renew and Settle (gRPC, and POST
+// /v1/release, /v1/renew, /v1/settle) need a Decider that is also an
+// Operator (*limiter.Limiter is); otherwise they answer UNIMPLEMENTED /
+// 501. A malformed or wrong-kind token is INVALID_ARGUMENT / 400, an
+// unreachable owner UNAVAILABLE / 503, a token the owner does not hold an
+// answer of false. Their messages are bounded on the wire: at most
+// MaxOpRequestBytes (else RESOURCE_EXHAUSTED) and a token of at most
+// ticket.MaxBytes, both before decoding.
 //
 // # What the transports check
 //

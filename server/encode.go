@@ -47,6 +47,8 @@ const (
 	fieldRespFallback      = 8
 	fieldRespPolicyVersion = 9
 	fieldRespFromLease     = 10
+	fieldRespPermit        = 21
+	fieldRespReservation   = 22
 
 	fieldLimitName       = 1
 	fieldLimitKey        = 2
@@ -58,6 +60,8 @@ const (
 	fieldLimitWindow     = 8
 	fieldLimitResetAfter = 9
 	fieldLimitTooCostly  = 10
+	fieldLimitInFlight   = 11
+	fieldLimitKind       = 12
 
 	fieldFallbackMode   = 1
 	fieldFallbackReason = 2
@@ -138,12 +142,12 @@ func putLength(b []byte, at, reserved int) []byte {
 	return b
 }
 
-// utf8Check checks the strings of a batch's decisions. The policy version
-// and the limit names are the same few strings in every decision of a
-// batch, so it remembers those it found valid; keys differ from one
+// utf8Check checks the strings of a batch's decisions. The policy version,
+// the limit names and their kinds are the same few strings in every
+// decision of a batch, so it remembers those it found valid; keys differ from one
 // decision to the next and are always checked.
 type utf8Check struct {
-	seen [4]string
+	seen [8]string
 	next int
 }
 
@@ -151,7 +155,7 @@ type utf8Check struct {
 func (c *utf8Check) valid(d *limiter.Decision) bool {
 	ok := c.known(d.PolicyVersion)
 	for i := range d.Limits {
-		ok = ok && c.known(d.Limits[i].Name) && utf8.ValidString(d.Limits[i].Key)
+		ok = ok && c.known(d.Limits[i].Name) && utf8.ValidString(d.Limits[i].Key) && c.known(d.Limits[i].Kind)
 	}
 	if f := d.Fallback; f != nil {
 		ok = ok && utf8.ValidString(f.Mode) && utf8.ValidString(f.Reason)
@@ -176,7 +180,7 @@ func (c *utf8Check) known(s string) bool {
 
 // appendResponse appends the fields of the DecideResponse of d, in field
 // order as proto.Marshal writes them. In a batch a response carries no
-// ring epoch (the batch does).
+// ring epoch (field 20: the batch does), so the tokens follow from_lease.
 func appendResponse(b []byte, d *limiter.Decision) []byte {
 	b = appendBool(b, fieldRespAllowed, d.Allowed)
 	b = appendDurationField(b, fieldRespRetryAfter, d.RetryAfter)
@@ -200,7 +204,9 @@ func appendResponse(b []byte, d *limiter.Decision) []byte {
 		b = putLength(b, at, 1)
 	}
 	b = appendString(b, fieldRespPolicyVersion, d.PolicyVersion)
-	return appendBool(b, fieldRespFromLease, d.FromLease)
+	b = appendBool(b, fieldRespFromLease, d.FromLease)
+	b = appendBytes(b, fieldRespPermit, d.Permit)
+	return appendBytes(b, fieldRespReservation, d.Reservation)
 }
 
 func appendLimit(b []byte, l *limiter.LimitDecision) []byte {
@@ -213,7 +219,9 @@ func appendLimit(b []byte, l *limiter.LimitDecision) []byte {
 	b = appendInt64(b, fieldLimitBurst, l.Burst)
 	b = appendDurationField(b, fieldLimitWindow, l.Window)
 	b = appendDurationField(b, fieldLimitResetAfter, l.ResetAfter)
-	return appendBool(b, fieldLimitTooCostly, l.TooCostly)
+	b = appendBool(b, fieldLimitTooCostly, l.TooCostly)
+	b = appendInt64(b, fieldLimitInFlight, l.InFlight)
+	return appendString(b, fieldLimitKind, l.Kind)
 }
 
 // Scalars are proto3 fields without presence: a zero value is not written.
@@ -244,6 +252,13 @@ func appendString(b []byte, num protowire.Number, s string) []byte {
 		return b
 	}
 	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
 }
 
 // A duration field is a google.protobuf.Duration message, absent for zero

@@ -36,6 +36,11 @@ func encodeCases() map[string][]limiter.Decision {
 		FromLease:     true,
 		PolicyVersion: "v1-é",
 	}
+	conc := limiter.Decision{Allowed: true, Matched: true, Remaining: 1, ResetAfter: 30 * time.Second, PolicyVersion: "v7",
+		Permit: []byte{1, 1, 0, 0xff}, Reservation: []byte("r"), Limits: []limiter.LimitDecision{
+			{Name: "jobs", Key: "weir:{acme}:jobs:acme", Allowed: true, Remaining: 1, ResetAfter: 30 * time.Second, Burst: 2, Window: 30 * time.Second, InFlight: 1, Kind: limiter.KindConcurrency},
+			{Name: "tokens", Key: "weir:{acme}:tokens:acme", Allowed: true, Remaining: 49, Burst: 50, Window: time.Second / 2, InFlight: -1, Kind: limiter.KindRate},
+		}}
 	denied := limiter.Decision{Matched: true, RetryAfter: 250 * time.Millisecond, ResetAfter: time.Minute, PolicyVersion: "v7",
 		Limits: []limiter.LimitDecision{{Name: "n", Key: "k", Burst: 1, Window: time.Second}}}
 	return map[string][]limiter.Decision{
@@ -50,6 +55,8 @@ func encodeCases() map[string][]limiter.Decision {
 		"long response":     {{Limits: []limiter.LimitDecision{{Key: long}, {Key: long}}}},
 		"huge durations":    {{RetryAfter: math.MaxInt64, ResetAfter: 999_999_999}},
 		"one of each limit": {{Limits: []limiter.LimitDecision{{Allowed: true}, {Shadow: true}, {TooCostly: true}}}},
+		"concurrency":       {conc, denied, conc},
+		"long tokens":       {{Allowed: true, Permit: []byte(long), Reservation: bytes.Repeat([]byte{0xff}, 70000)}},
 	}
 }
 
@@ -119,19 +126,23 @@ func TestEncode_invalidUTF8(t *testing.T) {
 // FuzzEncode_BatchResponse compares the encoder with proto.Marshal on
 // decisions built from arbitrary values.
 func FuzzEncode_BatchResponse(f *testing.F) {
-	f.Add(true, false, int64(7), int64(1500000000), int64(-1), "per-user", "weir:{a}:k", "local", "v1", uint8(2), uint64(0))
-	f.Add(false, true, int64(math.MinInt64), int64(math.MaxInt64), int64(999999999), "", "\xff", "", "", uint8(0), uint64(42))
-	f.Fuzz(func(t *testing.T, allowed, flag bool, remaining, d1, d2 int64, name, key, mode, version string, nlimits uint8, epoch uint64) {
+	f.Add(true, false, int64(7), int64(1500000000), int64(-1), "per-user", "weir:{a}:k", "local", "v1", uint8(2), uint64(0), []byte(nil), "rate")
+	f.Add(false, true, int64(math.MinInt64), int64(math.MaxInt64), int64(999999999), "", "\xff", "", "", uint8(0), uint64(42), []byte{0}, "")
+	f.Add(true, true, int64(1), int64(30e9), int64(0), "jobs", "weir:{a}:jobs:a", "", "v2", uint8(3), uint64(1), []byte{1, 1, 9}, "concurrency")
+	f.Fuzz(func(t *testing.T, allowed, flag bool, remaining, d1, d2 int64, name, key, mode, version string, nlimits uint8, epoch uint64, token []byte, kind string) {
 		d := limiter.Decision{
 			Allowed: allowed, Matched: flag, TooCostly: !allowed && flag, FromLease: flag,
 			Remaining: remaining, RetryAfter: time.Duration(d1), ResetAfter: time.Duration(d2),
-			PolicyVersion: version,
+			PolicyVersion: version, Permit: token,
+		}
+		if flag {
+			d.Reservation = token
 		}
 		for i := range int(nlimits % 4) {
 			d.Limits = append(d.Limits, limiter.LimitDecision{
 				Name: name, Key: key, Allowed: allowed != (i%2 == 0), Shadow: flag, TooCostly: i == 2,
 				Remaining: remaining - int64(i), RetryAfter: time.Duration(d2), ResetAfter: time.Duration(d1),
-				Burst: d1, Window: time.Duration(remaining),
+				Burst: d1, Window: time.Duration(remaining), InFlight: d2 - int64(i), Kind: kind,
 			})
 		}
 		if mode != "" || !flag {

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	weirv1 "github.com/weirhq/weir/api/weir/v1"
 	"github.com/weirhq/weir/grpclimit"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/ticket"
 )
 
 // FuzzCodec_DecideRequest feeds arbitrary bytes through the gRPC codec and
@@ -76,6 +78,69 @@ func FuzzHTTP_decide(f *testing.F) {
 			}
 		default:
 			t.Fatalf("body %q answered %d: %s", body, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// FuzzCodec_opRequests feeds arbitrary bytes through the gRPC codec as a
+// ReleaseRequest, RenewRequest and SettleRequest: the codec never fails,
+// and what it lets through is at most MaxOpRequestBytes with a token of at
+// most ticket.MaxBytes.
+func FuzzCodec_opRequests(f *testing.F) {
+	f.Add([]byte{})
+	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("token")))
+	f.Add(protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 7))
+	f.Add([]byte{0x0a, 0xff, 0xff, 0x7f})
+	c := newCodec()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		rel, ren, set := &weirv1.ReleaseRequest{}, &weirv1.RenewRequest{}, &weirv1.SettleRequest{}
+		checkOpDecode(t, c, data, set, set.GetReservation)
+		checkOpDecode(t, c, data, rel, rel.GetPermit)
+		checkOpDecode(t, c, data, ren, ren.GetPermit)
+	})
+}
+
+func checkOpDecode(t *testing.T, c *grpclimit.Codec, data []byte, m proto.Message, token func() []byte) {
+	t.Helper()
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, m); err != nil {
+		t.Fatalf("codec failed: %v", err)
+	}
+	if grpclimit.Refusal(m) != nil {
+		return
+	}
+	if len(data) > MaxOpRequestBytes || len(token()) > ticket.MaxBytes {
+		t.Fatalf("codec let through %d bytes, a token of %d", len(data), len(token()))
+	}
+}
+
+// FuzzHTTP_ops posts arbitrary bodies to /v1/release, /v1/renew and
+// /v1/settle of a real limiter: the answer is a 200 or a client error
+// naming its problem, never a server error (no token names group "down").
+func FuzzHTTP_ops(f *testing.F) {
+	f.Add("/v1/release", `{"permit":"AQEJAAAAAAAAAAAAAAAAAAAABGFjbWUBF3dlaXI6e2FjbWV9OmpvYnM6YWNtZTp4"}`)
+	f.Add("/v1/renew", `{"permit":"AQE=","ttl":"1s"}`)
+	f.Add("/v1/settle", `{"reservation":"","actual":"-5"}`)
+	f.Add("/v1/settle", `{`)
+	h := NewHTTPHandler(DefaultHTTPConfig(), newOpsLimiter(f), nil, nil, nil)
+	f.Fuzz(func(t *testing.T, path, body string) {
+		switch path {
+		case "/v1/release", "/v1/renew", "/v1/settle":
+		default:
+			return
+		}
+		if strings.Contains(body, "down") || strings.Contains(body, "ZG93b") {
+			return // the store's unreachable group
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		switch rec.Code {
+		case http.StatusOK:
+		case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+			if jsonError(rec.Body.String()) == "" {
+				t.Fatalf("%d without an error message: %q", rec.Code, rec.Body.String())
+			}
+		default:
+			t.Fatalf("%s %q answered %d: %s", path, body, rec.Code, rec.Body.String())
 		}
 	})
 }

@@ -97,6 +97,8 @@ func (g *grpcService) toStatus(method string, err error) error {
 	switch {
 	case errors.Is(err, limiter.ErrInvalidRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, errNoOperator):
+		return status.Error(codes.Unimplemented, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	case errors.Is(err, context.Canceled):

@@ -15,6 +15,7 @@ import (
 	"github.com/weirhq/weir/httplimit"
 	"github.com/weirhq/weir/inflight"
 	"github.com/weirhq/weir/limiter"
+	"github.com/weirhq/weir/ticket"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -22,7 +23,9 @@ import (
 
 // HTTPConfig configures the HTTP API.
 type HTTPConfig struct {
-	// MaxBodyBytes caps a request body on /v1/decide and /v1/decide_batch;
+	// MaxBodyBytes caps a request body on /v1/decide, /v1/decide_batch,
+	// /v1/release, /v1/renew and /v1/settle (on the last three never below
+	// MaxOpBodyBytes, so that any token the node issues can come back);
 	// a larger body is refused with 413 before it is parsed. Zero means
 	// DefaultMaxBodyBytes. Raising it lets bigger batches through at the
 	// price of more memory per request.
@@ -36,6 +39,11 @@ type HTTPConfig struct {
 
 // DefaultMaxBodyBytes is the body cap when HTTPConfig.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 64 << 10
+
+// MaxOpBodyBytes is the least body cap of /v1/release, /v1/renew and
+// /v1/settle: the largest token (ticket.MaxBytes) in base64, as JSON
+// carries it, and room for the request's other fields.
+const MaxOpBodyBytes = (ticket.MaxBytes+2)/3*4 + 512
 
 // DefaultHTTPConfig returns the default HTTP API configuration.
 func DefaultHTTPConfig() HTTPConfig {
@@ -58,6 +66,10 @@ func (c HTTPConfig) Validate() error {
 //	                       of httplimit.WriteHeaders
 //	POST /v1/decide_batch  a DecideBatchRequest; always 200, no per-response
 //	                       fields
+//	POST /v1/release       a ReleaseRequest (the permit base64, as protojson
+//	                       writes bytes); 200 with the ReleaseResponse
+//	POST /v1/renew         a RenewRequest; 200 with the RenewResponse
+//	POST /v1/settle        a SettleRequest; 200 with the SettleResponse
 //	GET  /metrics          reg in the Prometheus text format (404 if reg is
 //	                       nil)
 //	GET  /healthz          200 "ok" while the process runs
@@ -66,12 +78,15 @@ func (c HTTPConfig) Validate() error {
 //
 // JSON answers use the proto field names and carry every field, zero values
 // included ("allowed": false, "remaining": "0", "retry_after": "0s",
-// "fallback": null when the decision was made normally), so a client never
-// has to tell an absent field from a zero one. On the
-// decide endpoints a bad request (malformed JSON, unknown fields, a cost
+// "fallback": null when the decision was made normally, "permit": ""), so
+// a client never has to tell an absent field from a zero one. A denial by
+// a concurrency limit is 429 with Retry-After as any denial. On the
+// decide, release, renew and settle endpoints a bad request (malformed JSON, unknown fields, a cost
 // below 1 — an absent cost is 1 —, anything limiter.ErrInvalidRequest
-// wraps) is 400, another method 405, a body over the cap 413, an expired
-// deadline 504 and any other failure 503; errors come as {"error": "..."}. cfg must pass Validate; a
+// wraps, a malformed or wrong-kind token) is 400, another method 405, a
+// body over the cap 413, an expired deadline 504, release, renew and settle
+// on a Decider that is not an Operator 501, and any other failure (the
+// token's owner unreachable) 503; errors come as {"error": "..."}. cfg must pass Validate; a
 // nil logger discards. The handler is safe for concurrent use.
 func NewHTTPHandler(cfg HTTPConfig, d Decider, reg prometheus.Gatherer, ready func() error, logger *slog.Logger) http.Handler {
 	if d == nil {
@@ -84,6 +99,9 @@ func NewHTTPHandler(cfg HTTPConfig, d Decider, reg prometheus.Gatherer, ready fu
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/decide", a.decide)
 	mux.HandleFunc("/v1/decide_batch", a.decideBatch)
+	mux.HandleFunc("/v1/release", a.release)
+	mux.HandleFunc("/v1/renew", a.renew)
+	mux.HandleFunc("/v1/settle", a.settle)
 	if reg != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	}
@@ -115,7 +133,7 @@ var (
 
 func (a *httpAPI) decide(w http.ResponseWriter, r *http.Request) {
 	in := &weirv1.DecideRequest{}
-	if !a.readBody(w, r, in) {
+	if !a.readBody(w, r, in, a.cfg.MaxBodyBytes) {
 		return
 	}
 	out, err := decide(r.Context(), a.d, in)
@@ -130,7 +148,7 @@ func (a *httpAPI) decide(w http.ResponseWriter, r *http.Request) {
 
 func (a *httpAPI) decideBatch(w http.ResponseWriter, r *http.Request) {
 	in := &weirv1.DecideBatchRequest{}
-	if !a.readBody(w, r, in) {
+	if !a.readBody(w, r, in, a.cfg.MaxBodyBytes) {
 		return
 	}
 	out, err := decideBatch(r.Context(), a.d, in)
@@ -153,16 +171,16 @@ func bodyReservation(declared, maxBody int64) int64 {
 	return max(declared, 1)
 }
 
-// readBody checks the method and parses the capped body into m. When it
-// returns false it has already answered.
-func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Message) bool {
+// readBody checks the method and parses the body, capped at maxBody, into
+// m. When it returns false it has already answered.
+func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Message, maxBody int64) bool {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeJSONError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed, use POST")
 		return false
 	}
 	if a.cfg.InFlight != nil {
-		release, err := a.cfg.InFlight.Acquire(r.Context(), r.RemoteAddr, bodyReservation(r.ContentLength, a.cfg.MaxBodyBytes))
+		release, err := a.cfg.InFlight.Acquire(r.Context(), r.RemoteAddr, bodyReservation(r.ContentLength, maxBody))
 		if err != nil {
 			w.Header().Set("Retry-After", "1")
 			writeJSONError(w, http.StatusServiceUnavailable, "body not read: "+err.Error())
@@ -170,7 +188,7 @@ func (a *httpAPI) readBody(w http.ResponseWriter, r *http.Request, m proto.Messa
 		}
 		defer release()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -198,6 +216,8 @@ func (a *httpAPI) writeError(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.Is(err, limiter.ErrInvalidRequest):
 		code = http.StatusBadRequest
+	case errors.Is(err, errNoOperator):
+		code = http.StatusNotImplemented
 	case errors.Is(err, context.DeadlineExceeded):
 		code = http.StatusGatewayTimeout
 	case errors.Is(err, context.Canceled):

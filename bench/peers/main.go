@@ -25,6 +25,7 @@ type config struct {
 	runs      int
 	conns     int // gRPC connections per node
 	skipBuild bool
+	baseNode  string // a weir node binary to measure beside this tree's; "" for none
 	load      loadConfig
 	pace      pacing
 }
@@ -48,6 +49,7 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.runs, "runs", 2, "runs of every system and workload (the table shows medians)")
 	fs.IntVar(&c.conns, "conns", 2, "gRPC connections per node")
 	fs.BoolVar(&c.skipBuild, "skip-build", false, "use the binaries already in -bin")
+	fs.StringVar(&c.baseNode, "base-node", "", "also run the weir systems with this node binary (rows named \"(base)\"), to compare a change with its base in one run")
 	fs.IntVar(&c.load.workers, "workers", 16, "closed-loop workers, spread over every node")
 	fs.DurationVar(&c.load.duration, "duration", 5*time.Second, "measured time per run")
 	fs.DurationVar(&c.load.warmup, "warmup", time.Second, "load before measuring")
@@ -75,7 +77,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	sys := selectSystems(systems(), cfg.only)
+	sys := selectSystems(systems(cfg.baseNode != ""), cfg.only)
 	if len(sys) == 0 {
 		return fmt.Errorf("peers: -only %q matches no system", cfg.only)
 	}
@@ -131,6 +133,7 @@ func build(ctx context.Context, cfg config) (binaries, error) {
 		node:       filepath.Join(bin, "weir-node"),
 		gubernator: filepath.Join(bin, "gubernator"),
 		ratelimit:  filepath.Join(bin, "ratelimit"),
+		base:       cfg.baseNode,
 	}
 	if cfg.skipBuild {
 		return b, nil

@@ -128,11 +128,11 @@ func TestRunsTable_unmeteredAndNoRedis(t *testing.T) {
 }
 
 func TestSelectSystems(t *testing.T) {
-	all := systems()
-	if got := selectSystems(systems(), ""); len(got) != len(all) {
+	all := systems(false)
+	if got := selectSystems(systems(false), ""); len(got) != len(all) {
 		t.Errorf("no filter kept %d of %d", len(got), len(all))
 	}
-	got := selectSystems(systems(), "gubernator,ratelimit")
+	got := selectSystems(systems(false), "gubernator,ratelimit")
 	for _, s := range got {
 		if !strings.Contains(s.name, "gubernator") && !strings.Contains(s.name, "ratelimit") {
 			t.Errorf("kept %q", s.name)

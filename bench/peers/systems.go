@@ -17,7 +17,10 @@ import (
 )
 
 // binaries are the built servers.
-type binaries struct{ node, gubernator, ratelimit string }
+type binaries struct {
+	node, gubernator, ratelimit string
+	base                        string // -base-node: another weir node binary to measure beside node; "" for none
+}
 
 // system is one thing measured: how to start it and how to ask it.
 type system struct {
@@ -41,20 +44,33 @@ type started struct {
 	redis string   // host:port of the system's Redis; "" without one
 }
 
-// systems lists everything `make bench-peers` compares, in table order.
-func systems() []system {
+// systems lists everything `make bench-peers` compares, in table order;
+// with base, also the weir systems run with the -base-node binary, named
+// with baseSuffix (so that a change is measured against its base in one
+// run; issue 24's targets read only the rows without it).
+func systems(base bool) []system {
 	guberDefault := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_BATCHING) }
 	guberGlobal := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_GLOBAL) }
-	return []system{
-		{name: weirOne, start: startWeir(1, false), dial: dialEach(newRLSDecider)},
-		{name: weirThree, start: startWeir(3, true), dial: dialEach(newRLSDecider), leased: true},
-		{name: weirRouted, start: startWeir(3, true), dial: dialRouted},
+	all := []system{
+		{name: weirOne, start: startWeir(1, false, false), dial: dialEach(newRLSDecider)},
+		{name: weirThree, start: startWeir(3, true, false), dial: dialEach(newRLSDecider), leased: true},
+		{name: weirRouted, start: startWeir(3, true, false), dial: dialRouted},
 		{name: "gubernator, 1 node", start: startGubernator(1), dial: dialEach(guberDefault)},
 		{name: "gubernator, 3 nodes", start: startGubernator(3), dial: dialEach(guberDefault)},
 		{name: "gubernator, 3 nodes, GLOBAL", start: startGubernator(3), dial: dialEach(guberGlobal)},
 		{name: ratelimitName, start: startRatelimit, dial: dialEach(newRLSDecider)},
 	}
+	if !base {
+		return all
+	}
+	return append(all,
+		system{name: weirOne + baseSuffix, start: startWeir(1, false, true), dial: dialEach(newRLSDecider)},
+		system{name: weirThree + baseSuffix, start: startWeir(3, true, true), dial: dialEach(newRLSDecider)},
+		system{name: weirRouted + baseSuffix, start: startWeir(3, true, true), dial: dialRouted})
 }
+
+// baseSuffix ends the names of the systems run with the -base-node binary.
+const baseSuffix = " (base)"
 
 // dialEach returns a dial that opens conns connections to every node,
 // interleaved (node 0, 1, 2, 0, 1, 2...), each asked through newDecider.
@@ -109,7 +125,9 @@ limits:
 
 // startWeir starts n weir nodes (gossiping with each other when n > 1) and,
 // with redis, one redis-server they all use.
-func startWeir(n int, redis bool) func(context.Context, *procs, binaries) (started, error) {
+// startWeir starts n weir nodes (with one Redis if redis), from the
+// -base-node binary if base.
+func startWeir(n int, redis, base bool) func(context.Context, *procs, binaries) (started, error) {
 	return func(ctx context.Context, ps *procs, b binaries) (started, error) {
 		var st started
 		policy := filepath.Join(ps.dir, "weir-policy.yaml")
@@ -144,7 +162,11 @@ func startWeir(n int, redis bool) func(context.Context, *procs, binaries) (start
 			if redis {
 				args = append(args, "--redis-addr", st.redis)
 			}
-			p, err := ps.start("weir-"+name, b.node, args, nil)
+			bin := b.node
+			if base {
+				bin = b.base
+			}
+			p, err := ps.start("weir-"+name, bin, args, nil)
 			if err != nil {
 				return st, err
 			}

@@ -28,10 +28,12 @@ type limitState struct {
 }
 
 type keyData struct {
-	adm    []span
-	denied []int64 // invoke times of non-fallback denials
-	ops    []keyOp // every operation that names the key, for the gap
-	ks     *keySpans
+	// permits are a concurrency limit's operations (checkPermits).
+	permits []permitOp
+	adm     []span
+	denied  []int64 // invoke times of non-fallback denials
+	ops     []keyOp // every operation that names the key, for the gap
+	ks      *keySpans
 }
 
 type checker struct {
@@ -65,6 +67,10 @@ func Check(h *history.History, cfg Config) Result {
 	c.setupLimits()
 	c.scanOps()
 	for _, ls := range c.limits {
+		if ls.spec.Concurrency() {
+			c.checkPermits(ls)
+			continue
+		}
 		c.checkLimit(ls)
 	}
 	c.checkState()
@@ -209,6 +215,10 @@ func (c *checker) scanOps() {
 			if fb && o.Outcome.Answered() {
 				ls.res.FallbackDecisions[o.FallbackMode]++
 				ls.res.FallbackReasons[o.FallbackReason]++
+			}
+			if ls.spec.Concurrency() {
+				kd.permits = append(kd.permits, permitOp{inv: o.Invoke, comp: o.Complete, cost: cost, outcome: o.Outcome,
+					fb: fb, denied: lk.Denied || !attributed, life: o.Permit})
 			}
 			if lk.Key != "" {
 				kd.ops = append(kd.ops, keyOp{inv: o.Invoke, comp: o.Complete, normal: o.Outcome.Answered() && !fb})
@@ -474,6 +484,9 @@ func (c *checker) checkState() {
 		at   int64
 	}
 	for _, ls := range c.limits {
+		if ls.spec.Concurrency() {
+			continue // its permits are judged by checkPermits
+		}
 		if ls.spec.Burst < c.cfg.StateMinBurst {
 			st.Skipped = append(st.Skipped, fmt.Sprintf("limit %q: burst %d < %d, a fresh burst cannot be told from the slack",
 				ls.spec.Name, ls.spec.Burst, c.cfg.StateMinBurst))

@@ -136,8 +136,11 @@ type LimitResult struct {
 	Dropped          int
 	// Gap is the limit's longest stretch without a normal answer for a
 	// key that was asked (Gap.Key is empty when there was none).
-	Gap  Gap
-	Pass bool
+	Gap Gap
+	// Permits is the permit check of a concurrency limit (nil for a rate
+	// limit, whose windows the fields above describe).
+	Permits *PermitResult
+	Pass    bool
 }
 
 // StateCheck is one state-survival check: a key saturated just before a

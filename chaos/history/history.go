@@ -70,6 +70,30 @@ type Op struct {
 	FallbackReason string        `json:"fallback_reason,omitempty"`
 	RetryAfter     time.Duration `json:"retry_after,omitempty"`
 	Err            string        `json:"err,omitempty"`
+	// Permit is, for a call of a concurrency class, what became of the
+	// permit it asked for: whether one came back, and when the caller
+	// renewed and released it (or "crashed", never releasing it).
+	Permit *PermitLife `json:"permit,omitempty"`
+}
+
+// PermitLife is one permit's life as its caller saw it. Times are Unix
+// nanoseconds; zero means the step never happened.
+type PermitLife struct {
+	// Granted: the admitted decision returned a permit.
+	Granted bool `json:"granted,omitempty"`
+	// Crashed: the caller dropped the permit without releasing it (a
+	// crashed caller); its slots come back only when its TTL passes.
+	Crashed bool `json:"crashed,omitempty"`
+	// RenewInvoke and RenewComplete bound a Renew call; Renewed is its
+	// answer (renewed: true).
+	RenewInvoke   int64 `json:"renew_invoke,omitempty"`
+	RenewComplete int64 `json:"renew_complete,omitempty"`
+	Renewed       bool  `json:"renewed,omitempty"`
+	// ReleaseInvoke and ReleaseComplete bound the Release call; Released
+	// is its answer (released: true).
+	ReleaseInvoke   int64 `json:"release_invoke,omitempty"`
+	ReleaseComplete int64 `json:"release_complete,omitempty"`
+	Released        bool  `json:"released,omitempty"`
 }
 
 // Latency is how long the caller waited.
@@ -212,7 +236,17 @@ type LimitSpec struct {
 	// no term.
 	LeaseMax int64         `json:"lease_max,omitempty"`
 	LeaseTTL time.Duration `json:"lease_ttl,omitempty"`
+	// MaxInFlight and PermitTTL are set for a concurrency limit (kind:
+	// concurrency): at most MaxInFlight units of permits live at once,
+	// each for PermitTTL unless renewed or released. Interval and Burst
+	// are then unused: the checker judges the permits held at every
+	// instant instead of windows of admissions.
+	MaxInFlight int64         `json:"max_in_flight,omitempty"`
+	PermitTTL   time.Duration `json:"permit_ttl,omitempty"`
 }
+
+// Concurrency reports whether l is a concurrency limit's.
+func (l LimitSpec) Concurrency() bool { return l.MaxInFlight > 0 }
 
 // Bound is B + W/T: the most a key of this limit may admit within w.
 func (l LimitSpec) Bound(w time.Duration) float64 {

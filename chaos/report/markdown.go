@@ -82,6 +82,13 @@ func scenario(bw *bufio.Writer, r checker.Result) {
 		p("\n")
 	}
 
+	for _, l := range r.Limits {
+		if pr := l.Permits; pr != nil {
+			p("Permits of %s (at most %d live, ttl %s): %d granted, %d released, %d renewed, %d never released; most surely held at once %d (key %s at %.3fs); %d instants over the bound, %d denials judged, %d refused with a slot free.\n\n",
+				inline(l.Spec.Name), l.Spec.MaxInFlight, l.Spec.PermitTTL, pr.Granted, pr.Released, pr.Renewed, pr.Crashed,
+				pr.MaxHeld, inline(pr.MaxHeldKey), float64(pr.MaxHeldAt-r.Start)/1e9, pr.Overheld, pr.Judged, pr.Starved)
+		}
+	}
 	leaseLines(bw, r)
 	list(bw, "Errors", r.Errors)
 	if len(r.Violations) == 0 {

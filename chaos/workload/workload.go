@@ -48,6 +48,20 @@ type Class struct {
 	// are the bucket id (Keys must be 1); each operation is one local
 	// decision, recorded against Limits[0] and RLQS.Key.
 	RLQS *RLQS `json:"rlqs,omitempty"`
+	// Hold, when set, makes the class's limit a concurrency limit's: an
+	// admitted call holds the permit it got for a while, then releases it
+	// (or, for a share of calls, "crashes" and never does).
+	Hold *Hold `json:"hold,omitempty"`
+}
+
+// Hold is how a concurrency class's callers use their permits: each holds
+// one for a time drawn uniformly from [Min, Max]; a Crash share never
+// releases it, and a Renew share renews it half-way through the hold.
+type Hold struct {
+	Min   time.Duration `json:"min"`
+	Max   time.Duration `json:"max"`
+	Crash float64       `json:"crash"`
+	Renew float64       `json:"renew"`
 }
 
 // RLQS is how an RLQS class's Envoys are configured.
@@ -94,6 +108,9 @@ func (c Config) Validate() error {
 	for _, cl := range c.Classes {
 		if r := cl.RLQS; r != nil && (r.Domain == "" || r.Key == "" || r.ReportingInterval <= 0 || cl.Keys != 1 || cl.Cost != 1 || len(cl.Limits) != 1 || c.Workers > 0) {
 			errs = append(errs, fmt.Errorf("workload: rlqs class %q needs a domain, a key, a reporting interval, one key, cost 1, one limit and an open loop", cl.Name))
+		}
+		if h := cl.Hold; h != nil && (h.Min < 0 || h.Max < h.Min || h.Crash < 0 || h.Renew < 0 || h.Crash+h.Renew > 1 || cl.RLQS != nil) {
+			errs = append(errs, fmt.Errorf("workload: hold of class %q needs 0 <= min <= max, crash and renew shares summing to at most 1, and no rlqs", cl.Name))
 		}
 		if cl.Name == "" || cl.Weight <= 0 || cl.Keys <= 0 || cl.Cost <= 0 || cl.Spread < 0 || len(cl.Descriptors) == 0 {
 			errs = append(errs, fmt.Errorf("workload: class %q needs a name, weight > 0, keys > 0, cost > 0, spread >= 0 and descriptors", cl.Name))
@@ -215,8 +232,8 @@ func closedLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterCli
 			for ctx.Err() == nil && time.Now().Before(end) {
 				cl, key, spread := pick(rng, cfg.Classes, total)
 				op := history.Op{ID: ids.Add(1) - 1, Worker: cfg.Worker, Node: cfg.Targets[ti].Name, Class: cl.Name, Cost: cl.Cost}
-				op = call(clients[ti], cl, descriptors(cl, key, spread), op, cfg.Deadline)
-				record(op)
+				op, permit := call(clients[ti], cl, descriptors(cl, key, spread), op, cfg.Deadline)
+				record(hold(ctx, clients[ti], cl, op, permit, cfg))
 				if op.Outcome == history.Error {
 					// A refused connection fails at once: pause as a
 					// caller's retry would, instead of spinning.
@@ -280,14 +297,16 @@ func openLoop(ctx context.Context, cfg Config, clients []weirv1.RateLimiterClien
 		go func() {
 			defer wg.Done()
 			defer inFlight.Add(-1)
-			record(call(clients[ti], cl, desc, op, cfg.Deadline))
+			op, permit := call(clients[ti], cl, desc, op, cfg.Deadline)
+			record(hold(ctx, clients[ti], cl, op, permit, cfg))
 		}()
 	}
 	wg.Wait()
 }
 
-// call makes one Decide call and describes it as an operation.
-func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op history.Op, deadline time.Duration) history.Op {
+// call makes one Decide call and describes it as an operation; permit is
+// the permit an admitted call of a Hold class got.
+func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op history.Op, deadline time.Duration) (_ history.Op, permit []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	op.Invoke = time.Now().UnixNano()
@@ -302,7 +321,7 @@ func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op hist
 		if status.Code(err) == codes.DeadlineExceeded || ctx.Err() != nil || op.Latency() >= deadline {
 			op.Outcome = history.Timeout
 		}
-		return op
+		return op, nil
 	}
 	op.Outcome = history.Denied
 	if resp.GetAllowed() {
@@ -312,12 +331,71 @@ func call(c weirv1.RateLimiterClient, cl *Class, desc map[string]string, op hist
 		op.FallbackMode, op.FallbackReason = fb.GetMode(), fb.GetReason()
 	}
 	op.RetryAfter = resp.GetRetryAfter().AsDuration()
+	if cl.Hold != nil {
+		op.Permit = &history.PermitLife{Granted: len(resp.GetPermit()) > 0}
+		permit = resp.GetPermit()
+	}
 	for _, l := range resp.GetLimits() {
 		if !l.GetShadow() {
 			op.Limits = append(op.Limits, history.LimitKey{Name: l.GetName(), Key: l.GetKey(), Denied: !l.GetAllowed()})
 		}
 	}
+	return op, permit
+}
+
+// hold plays a Hold class's caller after its call: it keeps the permit
+// for the drawn time, renewing it half-way for the Renew share, then
+// releases it, or drops it at once for the Crash share. The draws come
+// from the operation's own generator, so a seed replays. Calls without a
+// permit, and of other classes, return op unchanged.
+func hold(ctx context.Context, c weirv1.RateLimiterClient, cl *Class, op history.Op, permit []byte, cfg Config) history.Op {
+	h := cl.Hold
+	if h == nil || len(permit) == 0 {
+		return op
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed^0x9e3779b97f4a7c15, uint64(cfg.Worker)<<40|uint64(op.ID)))
+	x := rng.Float64()
+	if x < h.Crash {
+		op.Permit.Crashed = true
+		return op
+	}
+	d := h.Min
+	if h.Max > h.Min {
+		d += time.Duration(rng.Int64N(int64(h.Max - h.Min)))
+	}
+	renew := x < h.Crash+h.Renew
+	if renew {
+		pause(ctx, d/2)
+		rctx, cancel := context.WithTimeout(context.Background(), cfg.Deadline)
+		op.Permit.RenewInvoke = time.Now().UnixNano()
+		resp, err := c.Renew(rctx, &weirv1.RenewRequest{Permit: permit})
+		op.Permit.RenewComplete = time.Now().UnixNano()
+		cancel()
+		op.Permit.Renewed = err == nil && resp.GetRenewed()
+		d -= d / 2
+	}
+	pause(ctx, d)
+	// The release goes out even when the run is ending: a caller that
+	// stops releases what it holds.
+	rctx, cancel := context.WithTimeout(context.Background(), cfg.Deadline)
+	defer cancel()
+	op.Permit.ReleaseInvoke = time.Now().UnixNano()
+	resp, err := c.Release(rctx, &weirv1.ReleaseRequest{Permit: permit})
+	op.Permit.ReleaseComplete = time.Now().UnixNano()
+	op.Permit.Released = err == nil && resp.GetReleased()
 	return op
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // local decides one request of an RLQS class in its emulated Envoy, as

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"net/http/pprof"
@@ -116,6 +117,10 @@ func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 		params = ps[0]
 	}
 	ks.Limit, ks.Burst = l.Name, params.Burst
+	if l.Kind == policy.KindConcurrency {
+		n.inspectPermits(&ks, group, key)
+		return ks
+	}
 	if ks.Held = n.state.mem.Has(group, key); !ks.Held {
 		return ks
 	}
@@ -133,4 +138,30 @@ func (n *node) inspect(lim *limiter.Limiter, key string) admin.KeyState {
 		ks.Remaining++ // r counts the peeked request as admitted
 	}
 	return ks
+}
+
+// inspectPermits fills ks from a concurrency key's live permits in owner
+// memory: units in flight of the bound (ks.Burst, the key's own
+// max_in_flight), free slots, the wait until a permit's expiry frees one
+// when none is free (a release frees it sooner), and each permit's id
+// prefix, cost and time left. A permit's id is its secret: only its first
+// 4 bytes are shown.
+func (n *node) inspectPermits(ks *admin.KeyState, group, key string) {
+	ks.Kind = string(policy.KindConcurrency)
+	now := n.state.now().UnixNano()
+	_, _, permits, ok := n.state.owner.Permits(group, key, now)
+	if ks.Held = ok; !ok {
+		ks.Remaining = ks.Burst
+		return
+	}
+	for _, p := range permits {
+		ks.InFlight += p.Cost
+		left := p.Expiry - now
+		ks.Permits = append(ks.Permits, admin.PermitState{ID: hex.EncodeToString(p.ID[:4]), Cost: p.Cost, ExpiresInUS: gcra.CeilMicros(left)})
+		ks.ResetAfterUS = max(ks.ResetAfterUS, gcra.CeilMicros(left))
+	}
+	ks.Remaining = max(ks.Burst-ks.InFlight, 0)
+	if ks.Remaining == 0 && len(permits) > 0 {
+		ks.RetryAfterUS = gcra.CeilMicros(permits[0].Expiry - now) // earliest expiry first
+	}
 }

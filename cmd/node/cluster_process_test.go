@@ -41,8 +41,15 @@ type proc struct {
 // WEIR_* settings and waits until it logs its addresses.
 func startProc(t *testing.T, name string, env ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, out: &syncBuffer{}, exited: make(chan error, 1)}
-	p.cmd = exec.Command(os.Args[0])
+	return startProcCmd(t, name, exec.Command(os.Args[0]), env...)
+}
+
+// startProcCmd is startProc with the command that runs the test binary
+// given: cmd may wrap it (in a namespace, say), as long as it ends by
+// executing it with the environment it is given.
+func startProcCmd(t *testing.T, name string, cmd *exec.Cmd, env ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd.Env = append(os.Environ(), append([]string{"WEIR_TEST_RUN_NODE=1", "WEIR_NODE_NAME=" + name,
 		"WEIR_GRPC_ADDR=127.0.0.1:0", "WEIR_HTTP_ADDR=127.0.0.1:0", "WEIR_PEER_ADDR=127.0.0.1:0", "WEIR_ADMIN_ADDR=127.0.0.1:0", "WEIR_GOSSIP_ADDR=127.0.0.1:0"}, env...)...)
 	p.cmd.Stderr = p.out

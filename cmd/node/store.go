@@ -90,6 +90,7 @@ func (n *node) openState(ctx context.Context, cfg config, policies limiter.Polic
 			return nil, err
 		}
 		deps.Redis, deps.WriteBehind = b, wb
+		deps.Permits = b // concurrency keys' permit sets, write-through on acquire
 		st.now = func() time.Time { return time.Unix(0, clock.Now()) }
 		st.clock = clock
 	} else {
@@ -109,6 +110,7 @@ func (n *node) openState(ctx context.Context, cfg config, policies limiter.Polic
 	ocfg.LocalName = cfg.NodeName
 	ocfg.LoadTimeout = cfg.RedisTimeout
 	ocfg.FreezeLimit = cfg.FreezeLimit
+	ocfg.MaxPermitKeys = cfg.Bounds.MaxKeys // --max-keys bounds permit sets as it bounds TATs
 	if st.owner, err = owner.New(ocfg, deps, n.logger, reg); err != nil {
 		return nil, err
 	}

@@ -72,3 +72,15 @@ func (s routedStub) DecideBatch(ctx context.Context, in *weirv1.DecideBatchReque
 func (routedStub) Topology(context.Context, *weirv1.TopologyRequest, ...grpc.CallOption) (*weirv1.TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "bench: not used")
 }
+
+func (routedStub) Release(context.Context, *weirv1.ReleaseRequest, ...grpc.CallOption) (*weirv1.ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "bench: not used")
+}
+
+func (routedStub) Renew(context.Context, *weirv1.RenewRequest, ...grpc.CallOption) (*weirv1.RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "bench: not used")
+}
+
+func (routedStub) Settle(context.Context, *weirv1.SettleRequest, ...grpc.CallOption) (*weirv1.SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "bench: not used")
+}

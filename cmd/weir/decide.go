@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +17,12 @@ import (
 )
 
 func runDecide(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("decide", "decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", stderr)
+	fs := newFlagSet("decide", "decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--reserve] [--timeout D] [--json] [--tls-ca FILE] [--tls-cert FILE --tls-key FILE]", stderr)
 	addr := fs.String("addr", "127.0.0.1:8081", "`address` of a weir node")
 	desc := newDescFlag(nil)
 	fs.Var(desc, "d", "request descriptor `NAME=VALUE`; repeat for each")
 	cost := fs.Int64("cost", 1, "units the request costs")
+	reserve := fs.Bool("reserve", false, "keep the charge as a reservation to settle later (weir settle)")
 	timeout := fs.Duration("timeout", time.Second, "give up after this long")
 	asJSON := fs.Bool("json", false, "print the response as protobuf JSON")
 	tlsOpts := addTLSFlags(fs)
@@ -46,7 +48,12 @@ func runDecide(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return exitError
 	}
 	defer c.Close()
-	resp, err := c.Decide(ctx, desc.m, *cost)
+	var resp *weirv1.DecideResponse
+	if *reserve {
+		_, resp, err = c.Reserve(ctx, desc.m, *cost)
+	} else {
+		resp, err = c.Decide(ctx, desc.m, *cost)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "weir decide: %v\n", err)
 		return exitError
@@ -97,6 +104,13 @@ func formatDecision(resp *weirv1.DecideResponse) string {
 	}
 	if fb := resp.GetFallback(); fb != nil {
 		fmt.Fprintf(&b, "fallback:     %s (%s)\n", fb.GetMode(), fb.GetReason())
+	}
+	// Tokens are bearer secrets; printed for weir release|renew|settle.
+	if p := resp.GetPermit(); len(p) > 0 {
+		fmt.Fprintf(&b, "permit:       %s\n", base64.StdEncoding.EncodeToString(p))
+	}
+	if r := resp.GetReservation(); len(r) > 0 {
+		fmt.Fprintf(&b, "reservation:  %s\n", base64.StdEncoding.EncodeToString(r))
 	}
 	if len(resp.GetLimits()) > 0 {
 		b.WriteString("limits:\n")

@@ -74,6 +74,11 @@ func printInspect(w io.Writer, ks []inspected) {
 		switch {
 		case k.Error != "":
 			fmt.Fprintf(tw, "%s\t%s\t%s\terror: %s\t\t\t\n", k.Key, k.Limit, k.Node, k.Error)
+		case k.Kind == "concurrency" && k.Held:
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d in flight, %d free\t%s\t%s\t-\n", k.Key, k.Limit, k.Node, k.InFlight, k.Burst, k.Remaining, micros(k.RetryAfterUS), micros(k.ResetAfterUS))
+			for _, p := range k.Permits {
+				fmt.Fprintf(tw, "  permit %s\t\t\tcost %d\t\texpires in %s\t\n", p.ID, p.Cost, micros(p.ExpiresInUS))
+			}
 		case !k.Held:
 			fmt.Fprintf(tw, "%s\t%s\t-\t%d/%d (rested or not held by any node asked)\t0\t0\t-\n", k.Key, k.Limit, k.Burst, k.Burst)
 		default:

@@ -3,7 +3,8 @@
 //
 // Usage:
 //
-//	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--timeout D] [--json]
+//	weir decide [--addr HOST:PORT] -d NAME=VALUE... [--cost N] [--reserve] [--timeout D] [--json]
+//	weir release|renew [--ttl D]|settle --actual N [--addr HOST:PORT] TOKEN
 //	weir policy check FILE
 //	weir policy import-envoy CONFIG.yaml... > policy.yaml
 //	weir bench [--addr HOST:PORT] [--mode closed|open] [--workers N] [--rate R|half]
@@ -25,7 +26,8 @@
 // requires a client certificate from the cluster CA there.
 //
 // Exit status: decide exits 0 when the request is allowed and 1 when it is
-// denied; policy check exits 1 for an invalid policy; every command exits 2
+// denied; release, renew and settle exit 1 when the owner held no such
+// token; policy check exits 1 for an invalid policy; every command exits 2
 // on a usage error or when it cannot reach its answer.
 //
 // Run "weir COMMAND -h" for a command's flags.
@@ -51,6 +53,10 @@ const usage = `weir is the command-line tool of the weir rate limiter.
 
 Usage:
   weir decide [flags]        ask a node whether a request may pass
+  weir release PERMIT        give back a permit's slots (weir decide prints it)
+  weir renew PERMIT          extend a permit's life
+  weir settle --actual N RESERVATION
+                             charge a reservation (decide --reserve) its real cost
   weir policy check FILE     validate a policy file
   weir policy import-envoy CONFIG.yaml...
                              convert envoyproxy/ratelimit configs to a policy
@@ -80,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "decide":
 		return runDecide(ctx, args[1:], stdout, stderr)
+	case "release", "renew", "settle":
+		return runOp(ctx, args[0], args[1:], stdout, stderr)
 	case "policy":
 		return runPolicy(args[1:], stdout, stderr)
 	case "bench":

@@ -143,6 +143,18 @@ func TestRunPolicy_globalLimitFallback(t *testing.T) {
 	}
 }
 
+func TestRunPolicy_concurrencyLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	src := "version: v1\nlimits:\n  - {name: jobs, kind: concurrency, match: [tenant], max_in_flight: 20, ttl: 1m}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t.Context(), "policy", "check", path)
+	if code != exitOK || !strings.Contains(stdout, "jobs  max_in_flight 20  ttl 1m0s  enforced  fast  on failure: closed") {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want ok and the permit bound, failing closed", code, stdout, stderr)
+	}
+}
+
 func TestRunPolicy_leaseWarnings(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lease.yaml")
 	src := "version: v1\nlimits:\n  - name: hot\n    match: [tenant]\n    rate: 1000/s\n    burst: 20\n    on_failure: closed\n    lease: {max: 10, ttl: 250ms}\n"

@@ -118,6 +118,9 @@ func formatPolicy(p *policy.Policy) string {
 		if l.Envoy.Unlimited {
 			line = fmt.Sprintf("  %s\tunlimited\t\t%s\t\t", l.Name, mode)
 		}
+		if l.Kind == policy.KindConcurrency {
+			line = fmt.Sprintf("  %s\tmax_in_flight %d\tttl %s\t%s\t%s\t%s", l.Name, l.MaxInFlight, l.TTL, mode, l.Consistency, onFailure(l))
+		}
 		if l.Envoy.Domain != "" {
 			line += "\tenvoy domain " + l.Envoy.Domain
 		}

@@ -1,6 +1,7 @@
 package peertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirhq/weir/decide"
+	"github.com/weirhq/weir/gcra"
 	"github.com/weirhq/weir/lease"
 	"github.com/weirhq/weir/peer"
 	"github.com/weirhq/weir/region"
@@ -182,7 +184,32 @@ func (f forwarder) Decide(ctx context.Context, addr string, it decide.Request) (
 	}
 	r := rs[0]
 	r.Results = slices.Clone(r.Results)
+	r.Grant = cloneGrant(r.Grant)
 	return r, nil
+}
+
+// cloneGrant copies g as the wire does: a Grant whose fields are all zero
+// arrives as nil (peer's ItemResult fields 6-14 are then absent).
+func cloneGrant(g *decide.Grant) *decide.Grant {
+	if g == nil {
+		return nil
+	}
+	c := *g
+	c.Permit, c.Reservation, c.InFlight = bytes.Clone(g.Permit), bytes.Clone(g.Reservation), slices.Clone(g.InFlight)
+	c.Settlement.TAT, c.Settlement.Shift = 0, 0 // not on the wire
+	if len(c.Permit) == 0 && len(c.Reservation) == 0 && len(c.InFlight) == 0 && !c.Done && c.Expiry == 0 && c.Settlement == (gcra.Settlement{}) {
+		return nil
+	}
+	if len(c.Permit) == 0 {
+		c.Permit = nil
+	}
+	if len(c.Reservation) == 0 {
+		c.Reservation = nil
+	}
+	if len(c.InFlight) == 0 {
+		c.InFlight = nil
+	}
+	return &c
 }
 
 // cross applies the delay and fault of from->to.
@@ -224,9 +251,16 @@ func (n *Network) count(from, to string) {
 	n.sent[link{from, to}]++
 }
 
+// cloneItem copies it as the wire carries it: its own Keys, Limits and Op,
+// no Grant (the answer carries the owner's), and cost 0 on an op item.
 func cloneItem(it decide.Request) decide.Request {
 	it.Keys = slices.Clone(it.Keys)
 	it.Limits = slices.Clone(it.Limits)
+	it.Grant = nil
+	if it.Op != nil {
+		op := *it.Op
+		it.Op, it.Cost = &op, 0
+	}
 	return it
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/weirhq/weir/clock"
 	"github.com/weirhq/weir/gcra"
+	"github.com/weirhq/weir/permit"
 	"github.com/weirhq/weir/redisbackend"
 	"github.com/weirhq/weir/redisbackend/redistest"
 )
@@ -22,6 +23,8 @@ type tatStore interface {
 	LoadTATs(ctx context.Context, keys []string) ([]int64, error)
 	StoreTATs(ctx context.Context, tats []redisbackend.TAT) error
 	DecidePipelined(ctx context.Context, reqs []redisbackend.DecideRequest) ([]redisbackend.Decision, []error, error)
+	LoadSets(ctx context.Context, keys []string) ([]*permit.Set, error)
+	StoreSets(ctx context.Context, sets []redisbackend.PermitSet) error
 }
 
 var (
@@ -35,6 +38,10 @@ type step struct {
 	keys   []string
 	tats   []redisbackend.TAT
 	decide []redisbackend.DecideRequest
+	sets   []redisbackend.PermitSet
+	// raw, for opRaw, is written as is (SET key value PX 60000): bytes
+	// no weir wrote.
+	raw map[string]string
 	// canceled runs the call with a context already canceled.
 	canceled bool
 }
@@ -47,8 +54,14 @@ type outcome struct {
 	Errs      []string
 	Err       string
 	CrossSlot []bool
-	Invalid   []bool // wraps gcra.ErrInvalidCost or gcra.ErrInvalidLimit
+	Invalid   []bool   // wraps gcra.ErrInvalidCost or gcra.ErrInvalidLimit
+	Sets      [][]byte // LoadSets's sets, re-encoded; nil for none
+	BadSet    bool     // the error wraps redisbackend.ErrBadPermitSet
 }
+
+// opRaw writes step.raw through the client (the Backend side) or
+// Memory.PutRaw: not a method either twin has.
+const opRaw redistest.Op = "raw"
 
 func run(ctx context.Context, s tatStore, st step) outcome {
 	var o outcome
@@ -63,6 +76,18 @@ func run(ctx context.Context, s tatStore, st step) outcome {
 		o.TATs, o.Err = tats, errText(err)
 	case redistest.OpStore:
 		o.Err = errText(s.StoreTATs(ctx, st.tats))
+	case redistest.OpLoadSets:
+		sets, err := s.LoadSets(ctx, st.keys)
+		o.Err, o.BadSet = errText(err), errors.Is(err, redisbackend.ErrBadPermitSet)
+		for _, set := range sets {
+			var b []byte
+			if set != nil {
+				b, _ = set.MarshalBinary()
+			}
+			o.Sets = append(o.Sets, b)
+		}
+	case redistest.OpStoreSets:
+		o.Err = errText(s.StoreSets(ctx, st.sets))
 	case redistest.OpDecide:
 		ds, errs, err := s.DecidePipelined(ctx, st.decide)
 		o.Decisions, o.Err = ds, errText(err)
@@ -238,9 +263,11 @@ var conformanceCases = []struct {
 		return []step{st, ld, dc, load(ka, kb)}
 	}},
 	{"empty calls", func(int64) []step {
-		return []step{load(), store(), decide()}
+		return []step{load(), store(), decide(), loadSets(), storeSets()}
 	}},
 }
+
+func init() { conformanceCases = append(conformanceCases, setCases...) }
 
 // TestMemory_conformsToBackend runs every case against a Backend on a real
 // redis-server and against a Memory, and requires identical answers.
@@ -278,6 +305,15 @@ func conform(t *testing.T, client redis.UniversalClient, flush func(context.Cont
 			t0 := time.Now().Truncate(time.Microsecond).UnixNano()
 			start := time.Now()
 			for i, st := range tc.steps(t0) {
+				if st.op == opRaw {
+					for k, v := range st.raw {
+						if err := client.Set(ctx, k, v, time.Minute).Err(); err != nil {
+							t.Fatal(err)
+						}
+						mem.PutRaw(k, []byte(v), time.Minute)
+					}
+					continue
+				}
 				want, got := run(ctx, be, st), run(ctx, mem, st)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("step %d (%s):\nmemory:  %s\nbackend: %s", i, st.op, show(got), show(want))

@@ -46,6 +46,11 @@
 //	release()
 //	n := mem.Calls(redistest.OpStore)
 //
+// Memory also twins LoadSets and StoreSets (permit sets of concurrency
+// keys; OpLoadSets, OpStoreSets for faults and counts; Set and PutRaw read
+// and write raw values), held to the Backend by the same conformance test
+// on a single Redis and on Redis Cluster.
+//
 // For the same TATs, clock and input a Memory answers what a Backend on a
 // single Redis answers (the conformance test in this package runs one table
 // against both); [Memory] lists the few differences.

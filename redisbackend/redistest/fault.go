@@ -22,6 +22,10 @@ const (
 	OpStore Op = "store_tats"
 	// OpDecide is DecidePipelined.
 	OpDecide Op = "decide_pipelined"
+	// OpLoadSets is LoadSets.
+	OpLoadSets Op = "load_sets"
+	// OpStoreSets is StoreSets.
+	OpStoreSets Op = "store_sets"
 )
 
 // fault is one FailNext or FailNextApplied: left more calls of op fail

@@ -48,11 +48,17 @@ var _ redis.Error = replyError("")
 // at it (truncated to whole microseconds, as TIME is), and every expiry is
 // counted on it. Advance it to expire keys.
 //
+// It also twins LoadSets and StoreSets, the permit sets of concurrency keys
+// (permitsets.go). A key holds a TAT or a set; LoadTATs of a set fails as
+// the Backend's does, and a decision reads a set as a missing key (the
+// Backend's script would refuse it; owners never decide a concurrency key
+// by script).
+//
 // It differs from a Backend on purpose in three ways: it has no Config
 // timeout (a blocked or delayed call is bounded by its context alone; the
 // owner always passes a deadline), a pipeline is applied in one step (Redis
 // may run other clients' commands between a pipeline's scripts, never within
-// one), and it cannot hold a key that is not a TAT.
+// one), and it cannot hold a key that is neither a TAT nor a permit set.
 //
 // Faults (see [Memory.FailNext], [Memory.Delay], [Memory.Block]) apply only
 // to calls that would reach Redis: a call refused by validation, or with
@@ -83,6 +89,7 @@ type Memory struct {
 type entry struct {
 	tat      int64
 	expireMs int64
+	set      []byte // a permit set's snapshot (StoreSets); tat is then 0
 }
 
 // NewMemory returns an empty twin whose clock is clk (a
@@ -109,15 +116,22 @@ func (m *Memory) LoadTATs(ctx context.Context, keys []string) ([]int64, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
+	var bad error
 	tats, err := do(ctx, m, OpLoad, func(now int64) []int64 {
 		out := make([]int64, len(keys))
 		for i, k := range keys {
 			out[i], _ = m.liveLocked(k, now)
+			if set := m.mu.keys[k].set; set != nil && bad == nil {
+				bad = fmt.Errorf("redisbackend: key %q: redisbackend: %q is not a tat", k, string(set))
+			}
 		}
 		return out
 	})
 	if err != nil {
 		return nil, fmt.Errorf("redisbackend: load %d tats: %w", len(keys), err)
+	}
+	if bad != nil {
+		return nil, bad
 	}
 	return tats, nil
 }

@@ -88,7 +88,7 @@ func (x LeaseGrant_Outcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LeaseGrant_Outcome.Descriptor instead.
 func (LeaseGrant_Outcome) EnumDescriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{16, 0}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type DecideRequest struct {
@@ -99,7 +99,11 @@ type DecideRequest struct {
 	// Units this request costs, at least 1. Absent means 1; 0 or negative is
 	// INVALID_ARGUMENT (HTTP 400) and consumes nothing. The field has
 	// presence so that an explicit 0 is told apart from an absent cost.
-	Cost          *int64 `protobuf:"varint,2,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	Cost *int64 `protobuf:"varint,2,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
+	// Charge cost now and keep it as a reservation that Settle may refund
+	// or extend once the real cost is known (DecideResponse.reservation).
+	// Only for fast rate limits; an unsettled reservation stays charged.
+	Reserve       bool `protobuf:"varint,3,opt,name=reserve,proto3" json:"reserve,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -148,6 +152,13 @@ func (x *DecideRequest) GetCost() int64 {
 	return 0
 }
 
+func (x *DecideRequest) GetReserve() bool {
+	if x != nil {
+		return x.Reserve
+	}
+	return false
+}
+
 type DecideResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Whether the request may pass. Shadow limits never make this false.
@@ -177,7 +188,14 @@ type DecideResponse struct {
 	// Epoch of the answering node's ring (TopologyResponse.ring_epoch); zero
 	// when the node does not publish its topology. A client that routes
 	// refreshes its topology when this differs from the one it holds.
-	RingEpoch     uint64 `protobuf:"fixed64,20,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
+	RingEpoch uint64 `protobuf:"fixed64,20,opt,name=ring_epoch,json=ringEpoch,proto3" json:"ring_epoch,omitempty"`
+	// Set when the request matched concurrency limits and was admitted: the
+	// permit holding one slot (cost slots) on each of them until Release or
+	// its TTL. Opaque; a bearer secret.
+	Permit []byte `protobuf:"bytes,21,opt,name=permit,proto3" json:"permit,omitempty"`
+	// Set when reserve was asked and the request was admitted: pass it to
+	// Settle. Opaque; a bearer secret.
+	Reservation   []byte `protobuf:"bytes,22,opt,name=reservation,proto3" json:"reservation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +307,20 @@ func (x *DecideResponse) GetRingEpoch() uint64 {
 	return 0
 }
 
+func (x *DecideResponse) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+func (x *DecideResponse) GetReservation() []byte {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
 // LimitStatus is one matched limit's view of the request.
 type LimitStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -304,10 +336,16 @@ type LimitStatus struct {
 	Shadow bool `protobuf:"varint,6,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	// The limit's burst (quota) and the time to refill it from empty
 	// (burst * emission interval): what RateLimit-Policy advertises.
-	Burst         int64                `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
-	Window        *durationpb.Duration `protobuf:"bytes,8,opt,name=window,proto3" json:"window,omitempty"`
-	ResetAfter    *durationpb.Duration `protobuf:"bytes,9,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
-	TooCostly     bool                 `protobuf:"varint,10,opt,name=too_costly,json=tooCostly,proto3" json:"too_costly,omitempty"`
+	Burst      int64                `protobuf:"varint,7,opt,name=burst,proto3" json:"burst,omitempty"`
+	Window     *durationpb.Duration `protobuf:"bytes,8,opt,name=window,proto3" json:"window,omitempty"`
+	ResetAfter *durationpb.Duration `protobuf:"bytes,9,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	TooCostly  bool                 `protobuf:"varint,10,opt,name=too_costly,json=tooCostly,proto3" json:"too_costly,omitempty"`
+	// Concurrency limits: permits live after this decision (burst is then
+	// max_in_flight, remaining the free slots, and retry_after the wait
+	// until enough live permits expire; released ones free slots sooner).
+	InFlight int64 `protobuf:"varint,11,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// "rate" or "concurrency".
+	Kind          string `protobuf:"bytes,12,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -412,6 +450,346 @@ func (x *LimitStatus) GetTooCostly() bool {
 	return false
 }
 
+func (x *LimitStatus) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *LimitStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Permit        []byte                 `protobuf:"bytes,1,opt,name=permit,proto3" json:"permit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReleaseRequest) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the owner held no such permit: nothing was released.
+	Released      bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleaseResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+type RenewRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Permit []byte                 `protobuf:"bytes,1,opt,name=permit,proto3" json:"permit,omitempty"`
+	// The permit's new life from now; absent or zero means the limit's ttl.
+	// At most the limit's ttl.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RenewRequest) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+func (x *RenewRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+type RenewResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Renewed bool                   `protobuf:"varint,1,opt,name=renewed,proto3" json:"renewed,omitempty"`
+	// Time until the renewed permit expires.
+	ExpiresIn     *durationpb.Duration `protobuf:"bytes,2,opt,name=expires_in,json=expiresIn,proto3" json:"expires_in,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RenewResponse) GetRenewed() bool {
+	if x != nil {
+		return x.Renewed
+	}
+	return false
+}
+
+func (x *RenewResponse) GetExpiresIn() *durationpb.Duration {
+	if x != nil {
+		return x.ExpiresIn
+	}
+	return nil
+}
+
+type SettleRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Reservation []byte                 `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	// The real cost, >= 0.
+	Actual        int64 `protobuf:"varint,2,opt,name=actual,proto3" json:"actual,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleRequest) Reset() {
+	*x = SettleRequest{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleRequest) ProtoMessage() {}
+
+func (x *SettleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleRequest.ProtoReflect.Descriptor instead.
+func (*SettleRequest) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SettleRequest) GetReservation() []byte {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
+func (x *SettleRequest) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when the owner held no such reservation (settled before,
+	// expired, or lost with a crashed owner): nothing changed.
+	Settled bool `protobuf:"varint,1,opt,name=settled,proto3" json:"settled,omitempty"`
+	// Units given back (actual below the reservation), the fewest over the
+	// reservation's limits: a refund never lets later requests burst
+	// beyond the limit, so part of it may be kept.
+	Refunded int64 `protobuf:"varint,2,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// Units charged beyond the reservation (actual above it), the most over
+	// its limits.
+	Extra int64 `protobuf:"varint,3,opt,name=extra,proto3" json:"extra,omitempty"`
+	// Units of the excess not charged: a key goes at most one burst into
+	// debt.
+	Forgiven      int64 `protobuf:"varint,4,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SettleResponse) GetSettled() bool {
+	if x != nil {
+		return x.Settled
+	}
+	return false
+}
+
+func (x *SettleResponse) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetExtra() int64 {
+	if x != nil {
+		return x.Extra
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetForgiven() int64 {
+	if x != nil {
+		return x.Forgiven
+	}
+	return 0
+}
+
 // Fallback explains a decision made by a failure policy.
 type Fallback struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -425,7 +803,7 @@ type Fallback struct {
 
 func (x *Fallback) Reset() {
 	*x = Fallback{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[3]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -437,7 +815,7 @@ func (x *Fallback) String() string {
 func (*Fallback) ProtoMessage() {}
 
 func (x *Fallback) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[3]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -450,7 +828,7 @@ func (x *Fallback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fallback.ProtoReflect.Descriptor instead.
 func (*Fallback) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{3}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Fallback) GetMode() string {
@@ -476,7 +854,7 @@ type DecideBatchRequest struct {
 
 func (x *DecideBatchRequest) Reset() {
 	*x = DecideBatchRequest{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[4]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +866,7 @@ func (x *DecideBatchRequest) String() string {
 func (*DecideBatchRequest) ProtoMessage() {}
 
 func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[4]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +879,7 @@ func (x *DecideBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchRequest.ProtoReflect.Descriptor instead.
 func (*DecideBatchRequest) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{4}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DecideBatchRequest) GetRequests() []*DecideRequest {
@@ -522,7 +900,7 @@ type DecideBatchResponse struct {
 
 func (x *DecideBatchResponse) Reset() {
 	*x = DecideBatchResponse{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[5]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +912,7 @@ func (x *DecideBatchResponse) String() string {
 func (*DecideBatchResponse) ProtoMessage() {}
 
 func (x *DecideBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[5]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +925,7 @@ func (x *DecideBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideBatchResponse.ProtoReflect.Descriptor instead.
 func (*DecideBatchResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{5}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecideBatchResponse) GetResponses() []*DecideResponse {
@@ -572,7 +950,7 @@ type TopologyRequest struct {
 
 func (x *TopologyRequest) Reset() {
 	*x = TopologyRequest{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -584,7 +962,7 @@ func (x *TopologyRequest) String() string {
 func (*TopologyRequest) ProtoMessage() {}
 
 func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[6]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -597,7 +975,7 @@ func (x *TopologyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyRequest.ProtoReflect.Descriptor instead.
 func (*TopologyRequest) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{6}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{12}
 }
 
 // TopologyResponse is one node's view of the cluster's placement. A group
@@ -626,7 +1004,7 @@ type TopologyResponse struct {
 
 func (x *TopologyResponse) Reset() {
 	*x = TopologyResponse{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +1016,7 @@ func (x *TopologyResponse) String() string {
 func (*TopologyResponse) ProtoMessage() {}
 
 func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[7]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +1029,7 @@ func (x *TopologyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopologyResponse.ProtoReflect.Descriptor instead.
 func (*TopologyResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{7}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TopologyResponse) GetRingEpoch() uint64 {
@@ -709,7 +1087,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +1099,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[8]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +1112,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{8}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Member) GetName() string {
@@ -767,7 +1145,7 @@ type GroupRule struct {
 
 func (x *GroupRule) Reset() {
 	*x = GroupRule{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +1157,7 @@ func (x *GroupRule) String() string {
 func (*GroupRule) ProtoMessage() {}
 
 func (x *GroupRule) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[9]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +1170,7 @@ func (x *GroupRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupRule.ProtoReflect.Descriptor instead.
 func (*GroupRule) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{9}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupRule) GetMatch() []string {
@@ -824,7 +1202,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1214,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[10]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1227,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{10}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HoldRequest) GetSeq() uint64 {
@@ -883,7 +1261,7 @@ type LeaseLookup struct {
 
 func (x *LeaseLookup) Reset() {
 	*x = LeaseLookup{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1273,7 @@ func (x *LeaseLookup) String() string {
 func (*LeaseLookup) ProtoMessage() {}
 
 func (x *LeaseLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[11]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1286,7 @@ func (x *LeaseLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseLookup.ProtoReflect.Descriptor instead.
 func (*LeaseLookup) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{11}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeaseLookup) GetDescriptors() map[string]string {
@@ -941,7 +1319,7 @@ type LeaseItem struct {
 
 func (x *LeaseItem) Reset() {
 	*x = LeaseItem{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1331,7 @@ func (x *LeaseItem) String() string {
 func (*LeaseItem) ProtoMessage() {}
 
 func (x *LeaseItem) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[12]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1344,7 @@ func (x *LeaseItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseItem.ProtoReflect.Descriptor instead.
 func (*LeaseItem) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{12}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeaseItem) GetDescriptors() map[string]string {
@@ -1029,7 +1407,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1419,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[13]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1432,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{13}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *HoldResponse) GetSeq() uint64 {
@@ -1112,7 +1490,7 @@ type LeaseTerms struct {
 
 func (x *LeaseTerms) Reset() {
 	*x = LeaseTerms{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1502,7 @@ func (x *LeaseTerms) String() string {
 func (*LeaseTerms) ProtoMessage() {}
 
 func (x *LeaseTerms) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[14]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1515,7 @@ func (x *LeaseTerms) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseTerms.ProtoReflect.Descriptor instead.
 func (*LeaseTerms) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{14}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LeaseTerms) GetMatched() bool {
@@ -1186,7 +1564,7 @@ type LeasedLimit struct {
 
 func (x *LeasedLimit) Reset() {
 	*x = LeasedLimit{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1576,7 @@ func (x *LeasedLimit) String() string {
 func (*LeasedLimit) ProtoMessage() {}
 
 func (x *LeasedLimit) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[15]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1589,7 @@ func (x *LeasedLimit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeasedLimit.ProtoReflect.Descriptor instead.
 func (*LeasedLimit) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{15}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeasedLimit) GetName() string {
@@ -1277,7 +1655,7 @@ type LeaseGrant struct {
 
 func (x *LeaseGrant) Reset() {
 	*x = LeaseGrant{}
-	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1667,7 @@ func (x *LeaseGrant) String() string {
 func (*LeaseGrant) ProtoMessage() {}
 
 func (x *LeaseGrant) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_v1_weir_proto_msgTypes[16]
+	mi := &file_api_weir_v1_weir_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1680,7 @@ func (x *LeaseGrant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseGrant.ProtoReflect.Descriptor instead.
 func (*LeaseGrant) Descriptor() ([]byte, []int) {
-	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{16}
+	return file_api_weir_v1_weir_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LeaseGrant) GetOutcome() LeaseGrant_Outcome {
@@ -1365,14 +1743,15 @@ var File_api_weir_v1_weir_proto protoreflect.FileDescriptor
 
 const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
-	"\x16api/weir/v1/weir.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbc\x01\n" +
+	"\x16api/weir/v1/weir.proto\x12\aweir.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd6\x01\n" +
 	"\rDecideRequest\x12I\n" +
 	"\vdescriptors\x18\x01 \x03(\v2'.weir.v1.DecideRequest.DescriptorsEntryR\vdescriptors\x12\x17\n" +
-	"\x04cost\x18\x02 \x01(\x03H\x00R\x04cost\x88\x01\x01\x1a>\n" +
+	"\x04cost\x18\x02 \x01(\x03H\x00R\x04cost\x88\x01\x01\x12\x18\n" +
+	"\areserve\x18\x03 \x01(\bR\areserve\x1a>\n" +
 	"\x10DescriptorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\a\n" +
-	"\x05_cost\"\xbb\x03\n" +
+	"\x05_cost\"\xf5\x03\n" +
 	"\x0eDecideResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12:\n" +
 	"\vretry_after\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -1390,7 +1769,9 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"from_lease\x18\n" +
 	" \x01(\bR\tfromLease\x12\x1d\n" +
 	"\n" +
-	"ring_epoch\x18\x14 \x01(\x06R\tringEpoch\"\xe3\x02\n" +
+	"ring_epoch\x18\x14 \x01(\x06R\tringEpoch\x12\x16\n" +
+	"\x06permit\x18\x15 \x01(\fR\x06permit\x12 \n" +
+	"\vreservation\x18\x16 \x01(\fR\vreservation\"\x94\x03\n" +
 	"\vLimitStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
@@ -1405,7 +1786,28 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"resetAfter\x12\x1d\n" +
 	"\n" +
 	"too_costly\x18\n" +
-	" \x01(\bR\ttooCostly\"6\n" +
+	" \x01(\bR\ttooCostly\x12\x1b\n" +
+	"\tin_flight\x18\v \x01(\x03R\binFlight\x12\x12\n" +
+	"\x04kind\x18\f \x01(\tR\x04kind\"(\n" +
+	"\x0eReleaseRequest\x12\x16\n" +
+	"\x06permit\x18\x01 \x01(\fR\x06permit\"-\n" +
+	"\x0fReleaseResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\"S\n" +
+	"\fRenewRequest\x12\x16\n" +
+	"\x06permit\x18\x01 \x01(\fR\x06permit\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"c\n" +
+	"\rRenewResponse\x12\x18\n" +
+	"\arenewed\x18\x01 \x01(\bR\arenewed\x128\n" +
+	"\n" +
+	"expires_in\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\texpiresIn\"I\n" +
+	"\rSettleRequest\x12 \n" +
+	"\vreservation\x18\x01 \x01(\fR\vreservation\x12\x16\n" +
+	"\x06actual\x18\x02 \x01(\x03R\x06actual\"x\n" +
+	"\x0eSettleResponse\x12\x18\n" +
+	"\asettled\x18\x01 \x01(\bR\asettled\x12\x1a\n" +
+	"\brefunded\x18\x02 \x01(\x03R\brefunded\x12\x14\n" +
+	"\x05extra\x18\x03 \x01(\x03R\x05extra\x12\x1a\n" +
+	"\bforgiven\x18\x04 \x01(\x03R\bforgiven\"6\n" +
 	"\bFallback\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"H\n" +
@@ -1488,11 +1890,14 @@ const file_api_weir_v1_weir_proto_rawDesc = "" +
 	"\n" +
 	"\x06CAPPED\x10\x03\x12\b\n" +
 	"\x04BUSY\x10\x04\x12\x10\n" +
-	"\fNOT_LEASABLE\x10\x052\xd3\x01\n" +
+	"\fNOT_LEASABLE\x10\x052\x84\x03\n" +
 	"\vRateLimiter\x129\n" +
 	"\x06Decide\x12\x16.weir.v1.DecideRequest\x1a\x17.weir.v1.DecideResponse\x12H\n" +
 	"\vDecideBatch\x12\x1b.weir.v1.DecideBatchRequest\x1a\x1c.weir.v1.DecideBatchResponse\x12?\n" +
-	"\bTopology\x12\x18.weir.v1.TopologyRequest\x1a\x19.weir.v1.TopologyResponse2A\n" +
+	"\bTopology\x12\x18.weir.v1.TopologyRequest\x1a\x19.weir.v1.TopologyResponse\x12<\n" +
+	"\aRelease\x12\x17.weir.v1.ReleaseRequest\x1a\x18.weir.v1.ReleaseResponse\x126\n" +
+	"\x05Renew\x12\x15.weir.v1.RenewRequest\x1a\x16.weir.v1.RenewResponse\x129\n" +
+	"\x06Settle\x12\x16.weir.v1.SettleRequest\x1a\x17.weir.v1.SettleResponse2A\n" +
 	"\x06Leases\x127\n" +
 	"\x04Hold\x12\x14.weir.v1.HoldRequest\x1a\x15.weir.v1.HoldResponse(\x010\x01B+Z)github.com/weirhq/weir/api/weir/v1;weirv1b\x06proto3"
 
@@ -1509,70 +1914,84 @@ func file_api_weir_v1_weir_proto_rawDescGZIP() []byte {
 }
 
 var file_api_weir_v1_weir_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_api_weir_v1_weir_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_api_weir_v1_weir_proto_goTypes = []any{
 	(LeaseGrant_Outcome)(0),     // 0: weir.v1.LeaseGrant.Outcome
 	(*DecideRequest)(nil),       // 1: weir.v1.DecideRequest
 	(*DecideResponse)(nil),      // 2: weir.v1.DecideResponse
 	(*LimitStatus)(nil),         // 3: weir.v1.LimitStatus
-	(*Fallback)(nil),            // 4: weir.v1.Fallback
-	(*DecideBatchRequest)(nil),  // 5: weir.v1.DecideBatchRequest
-	(*DecideBatchResponse)(nil), // 6: weir.v1.DecideBatchResponse
-	(*TopologyRequest)(nil),     // 7: weir.v1.TopologyRequest
-	(*TopologyResponse)(nil),    // 8: weir.v1.TopologyResponse
-	(*Member)(nil),              // 9: weir.v1.Member
-	(*GroupRule)(nil),           // 10: weir.v1.GroupRule
-	(*HoldRequest)(nil),         // 11: weir.v1.HoldRequest
-	(*LeaseLookup)(nil),         // 12: weir.v1.LeaseLookup
-	(*LeaseItem)(nil),           // 13: weir.v1.LeaseItem
-	(*HoldResponse)(nil),        // 14: weir.v1.HoldResponse
-	(*LeaseTerms)(nil),          // 15: weir.v1.LeaseTerms
-	(*LeasedLimit)(nil),         // 16: weir.v1.LeasedLimit
-	(*LeaseGrant)(nil),          // 17: weir.v1.LeaseGrant
-	nil,                         // 18: weir.v1.DecideRequest.DescriptorsEntry
-	nil,                         // 19: weir.v1.LeaseLookup.DescriptorsEntry
-	nil,                         // 20: weir.v1.LeaseItem.DescriptorsEntry
-	(*durationpb.Duration)(nil), // 21: google.protobuf.Duration
+	(*ReleaseRequest)(nil),      // 4: weir.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 5: weir.v1.ReleaseResponse
+	(*RenewRequest)(nil),        // 6: weir.v1.RenewRequest
+	(*RenewResponse)(nil),       // 7: weir.v1.RenewResponse
+	(*SettleRequest)(nil),       // 8: weir.v1.SettleRequest
+	(*SettleResponse)(nil),      // 9: weir.v1.SettleResponse
+	(*Fallback)(nil),            // 10: weir.v1.Fallback
+	(*DecideBatchRequest)(nil),  // 11: weir.v1.DecideBatchRequest
+	(*DecideBatchResponse)(nil), // 12: weir.v1.DecideBatchResponse
+	(*TopologyRequest)(nil),     // 13: weir.v1.TopologyRequest
+	(*TopologyResponse)(nil),    // 14: weir.v1.TopologyResponse
+	(*Member)(nil),              // 15: weir.v1.Member
+	(*GroupRule)(nil),           // 16: weir.v1.GroupRule
+	(*HoldRequest)(nil),         // 17: weir.v1.HoldRequest
+	(*LeaseLookup)(nil),         // 18: weir.v1.LeaseLookup
+	(*LeaseItem)(nil),           // 19: weir.v1.LeaseItem
+	(*HoldResponse)(nil),        // 20: weir.v1.HoldResponse
+	(*LeaseTerms)(nil),          // 21: weir.v1.LeaseTerms
+	(*LeasedLimit)(nil),         // 22: weir.v1.LeasedLimit
+	(*LeaseGrant)(nil),          // 23: weir.v1.LeaseGrant
+	nil,                         // 24: weir.v1.DecideRequest.DescriptorsEntry
+	nil,                         // 25: weir.v1.LeaseLookup.DescriptorsEntry
+	nil,                         // 26: weir.v1.LeaseItem.DescriptorsEntry
+	(*durationpb.Duration)(nil), // 27: google.protobuf.Duration
 }
 var file_api_weir_v1_weir_proto_depIdxs = []int32{
-	18, // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
-	21, // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
-	21, // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
+	24, // 0: weir.v1.DecideRequest.descriptors:type_name -> weir.v1.DecideRequest.DescriptorsEntry
+	27, // 1: weir.v1.DecideResponse.retry_after:type_name -> google.protobuf.Duration
+	27, // 2: weir.v1.DecideResponse.reset_after:type_name -> google.protobuf.Duration
 	3,  // 3: weir.v1.DecideResponse.limits:type_name -> weir.v1.LimitStatus
-	4,  // 4: weir.v1.DecideResponse.fallback:type_name -> weir.v1.Fallback
-	21, // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
-	21, // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
-	21, // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
-	1,  // 8: weir.v1.DecideBatchRequest.requests:type_name -> weir.v1.DecideRequest
-	2,  // 9: weir.v1.DecideBatchResponse.responses:type_name -> weir.v1.DecideResponse
-	9,  // 10: weir.v1.TopologyResponse.members:type_name -> weir.v1.Member
-	10, // 11: weir.v1.TopologyResponse.group_rules:type_name -> weir.v1.GroupRule
-	12, // 12: weir.v1.HoldRequest.lookups:type_name -> weir.v1.LeaseLookup
-	13, // 13: weir.v1.HoldRequest.items:type_name -> weir.v1.LeaseItem
-	19, // 14: weir.v1.LeaseLookup.descriptors:type_name -> weir.v1.LeaseLookup.DescriptorsEntry
-	20, // 15: weir.v1.LeaseItem.descriptors:type_name -> weir.v1.LeaseItem.DescriptorsEntry
-	15, // 16: weir.v1.HoldResponse.lookups:type_name -> weir.v1.LeaseTerms
-	17, // 17: weir.v1.HoldResponse.grants:type_name -> weir.v1.LeaseGrant
-	16, // 18: weir.v1.LeaseTerms.limits:type_name -> weir.v1.LeasedLimit
-	21, // 19: weir.v1.LeasedLimit.interval:type_name -> google.protobuf.Duration
-	21, // 20: weir.v1.LeasedLimit.ttl:type_name -> google.protobuf.Duration
-	0,  // 21: weir.v1.LeaseGrant.outcome:type_name -> weir.v1.LeaseGrant.Outcome
-	21, // 22: weir.v1.LeaseGrant.ttl:type_name -> google.protobuf.Duration
-	21, // 23: weir.v1.LeaseGrant.retry_after:type_name -> google.protobuf.Duration
-	16, // 24: weir.v1.LeaseGrant.limit:type_name -> weir.v1.LeasedLimit
-	1,  // 25: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
-	5,  // 26: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
-	7,  // 27: weir.v1.RateLimiter.Topology:input_type -> weir.v1.TopologyRequest
-	11, // 28: weir.v1.Leases.Hold:input_type -> weir.v1.HoldRequest
-	2,  // 29: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
-	6,  // 30: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
-	8,  // 31: weir.v1.RateLimiter.Topology:output_type -> weir.v1.TopologyResponse
-	14, // 32: weir.v1.Leases.Hold:output_type -> weir.v1.HoldResponse
-	29, // [29:33] is the sub-list for method output_type
-	25, // [25:29] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	10, // 4: weir.v1.DecideResponse.fallback:type_name -> weir.v1.Fallback
+	27, // 5: weir.v1.LimitStatus.retry_after:type_name -> google.protobuf.Duration
+	27, // 6: weir.v1.LimitStatus.window:type_name -> google.protobuf.Duration
+	27, // 7: weir.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	27, // 8: weir.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	27, // 9: weir.v1.RenewResponse.expires_in:type_name -> google.protobuf.Duration
+	1,  // 10: weir.v1.DecideBatchRequest.requests:type_name -> weir.v1.DecideRequest
+	2,  // 11: weir.v1.DecideBatchResponse.responses:type_name -> weir.v1.DecideResponse
+	15, // 12: weir.v1.TopologyResponse.members:type_name -> weir.v1.Member
+	16, // 13: weir.v1.TopologyResponse.group_rules:type_name -> weir.v1.GroupRule
+	18, // 14: weir.v1.HoldRequest.lookups:type_name -> weir.v1.LeaseLookup
+	19, // 15: weir.v1.HoldRequest.items:type_name -> weir.v1.LeaseItem
+	25, // 16: weir.v1.LeaseLookup.descriptors:type_name -> weir.v1.LeaseLookup.DescriptorsEntry
+	26, // 17: weir.v1.LeaseItem.descriptors:type_name -> weir.v1.LeaseItem.DescriptorsEntry
+	21, // 18: weir.v1.HoldResponse.lookups:type_name -> weir.v1.LeaseTerms
+	23, // 19: weir.v1.HoldResponse.grants:type_name -> weir.v1.LeaseGrant
+	22, // 20: weir.v1.LeaseTerms.limits:type_name -> weir.v1.LeasedLimit
+	27, // 21: weir.v1.LeasedLimit.interval:type_name -> google.protobuf.Duration
+	27, // 22: weir.v1.LeasedLimit.ttl:type_name -> google.protobuf.Duration
+	0,  // 23: weir.v1.LeaseGrant.outcome:type_name -> weir.v1.LeaseGrant.Outcome
+	27, // 24: weir.v1.LeaseGrant.ttl:type_name -> google.protobuf.Duration
+	27, // 25: weir.v1.LeaseGrant.retry_after:type_name -> google.protobuf.Duration
+	22, // 26: weir.v1.LeaseGrant.limit:type_name -> weir.v1.LeasedLimit
+	1,  // 27: weir.v1.RateLimiter.Decide:input_type -> weir.v1.DecideRequest
+	11, // 28: weir.v1.RateLimiter.DecideBatch:input_type -> weir.v1.DecideBatchRequest
+	13, // 29: weir.v1.RateLimiter.Topology:input_type -> weir.v1.TopologyRequest
+	4,  // 30: weir.v1.RateLimiter.Release:input_type -> weir.v1.ReleaseRequest
+	6,  // 31: weir.v1.RateLimiter.Renew:input_type -> weir.v1.RenewRequest
+	8,  // 32: weir.v1.RateLimiter.Settle:input_type -> weir.v1.SettleRequest
+	17, // 33: weir.v1.Leases.Hold:input_type -> weir.v1.HoldRequest
+	2,  // 34: weir.v1.RateLimiter.Decide:output_type -> weir.v1.DecideResponse
+	12, // 35: weir.v1.RateLimiter.DecideBatch:output_type -> weir.v1.DecideBatchResponse
+	14, // 36: weir.v1.RateLimiter.Topology:output_type -> weir.v1.TopologyResponse
+	5,  // 37: weir.v1.RateLimiter.Release:output_type -> weir.v1.ReleaseResponse
+	7,  // 38: weir.v1.RateLimiter.Renew:output_type -> weir.v1.RenewResponse
+	9,  // 39: weir.v1.RateLimiter.Settle:output_type -> weir.v1.SettleResponse
+	20, // 40: weir.v1.Leases.Hold:output_type -> weir.v1.HoldResponse
+	34, // [34:41] is the sub-list for method output_type
+	27, // [27:34] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_v1_weir_proto_init() }
@@ -1587,7 +2006,7 @@ func file_api_weir_v1_weir_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_v1_weir_proto_rawDesc), len(file_api_weir_v1_weir_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

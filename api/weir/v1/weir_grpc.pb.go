@@ -24,6 +24,9 @@ const (
 	RateLimiter_Decide_FullMethodName      = "/weir.v1.RateLimiter/Decide"
 	RateLimiter_DecideBatch_FullMethodName = "/weir.v1.RateLimiter/DecideBatch"
 	RateLimiter_Topology_FullMethodName    = "/weir.v1.RateLimiter/Topology"
+	RateLimiter_Release_FullMethodName     = "/weir.v1.RateLimiter/Release"
+	RateLimiter_Renew_FullMethodName       = "/weir.v1.RateLimiter/Renew"
+	RateLimiter_Settle_FullMethodName      = "/weir.v1.RateLimiter/Settle"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -49,6 +52,19 @@ type RateLimiterClient interface {
 	// optimisation: any node decides any request, forwarding it to the owner.
 	// A node that does not publish its topology answers UNIMPLEMENTED.
 	Topology(ctx context.Context, in *TopologyRequest, opts ...grpc.CallOption) (*TopologyResponse, error)
+	// Release gives back the slots of a permit (DecideResponse.permit) at
+	// once. A permit the owner does not hold (released, expired, or lost
+	// with a crashed owner) answers released: false; a malformed one is
+	// INVALID_ARGUMENT. Either way nothing else changes.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Renew extends a live permit's life. Unknown permits answer
+	// renewed: false.
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// Settle charges a reservation (DecideResponse.reservation) its actual
+	// cost: the unused part is refunded, an excess is charged (later
+	// requests wait). An unknown or expired reservation answers
+	// settled: false and charges nothing more.
+	Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -89,6 +105,36 @@ func (c *rateLimiterClient) Topology(ctx context.Context, in *TopologyRequest, o
 	return out, nil
 }
 
+func (c *rateLimiterClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) Settle(ctx context.Context, in *SettleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Settle_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -112,6 +158,19 @@ type RateLimiterServer interface {
 	// optimisation: any node decides any request, forwarding it to the owner.
 	// A node that does not publish its topology answers UNIMPLEMENTED.
 	Topology(context.Context, *TopologyRequest) (*TopologyResponse, error)
+	// Release gives back the slots of a permit (DecideResponse.permit) at
+	// once. A permit the owner does not hold (released, expired, or lost
+	// with a crashed owner) answers released: false; a malformed one is
+	// INVALID_ARGUMENT. Either way nothing else changes.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Renew extends a live permit's life. Unknown permits answer
+	// renewed: false.
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// Settle charges a reservation (DecideResponse.reservation) its actual
+	// cost: the unused part is refunded, an excess is charged (later
+	// requests wait). An unknown or expired reservation answers
+	// settled: false and charges nothing more.
+	Settle(context.Context, *SettleRequest) (*SettleResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -130,6 +189,15 @@ func (UnimplementedRateLimiterServer) DecideBatch(context.Context, *DecideBatchR
 }
 func (UnimplementedRateLimiterServer) Topology(context.Context, *TopologyRequest) (*TopologyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Topology not implemented")
+}
+func (UnimplementedRateLimiterServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedRateLimiterServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedRateLimiterServer) Settle(context.Context, *SettleRequest) (*SettleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Settle not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -206,6 +274,60 @@ func _RateLimiter_Topology_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_Settle_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SettleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Settle(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Settle_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Settle(ctx, req.(*SettleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -224,6 +346,18 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Topology",
 			Handler:    _RateLimiter_Topology_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _RateLimiter_Release_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _RateLimiter_Renew_Handler,
+		},
+		{
+			MethodName: "Settle",
+			Handler:    _RateLimiter_Settle_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -702,7 +702,15 @@ type Item struct {
 	Debt bool `protobuf:"varint,7,opt,name=debt,proto3" json:"debt,omitempty"`
 	// The same stamp in Unix nanoseconds, gcra's time base. Owners that know
 	// it use it; zero (an older sender) means now_us * 1000.
-	NowNs         int64 `protobuf:"varint,8,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	NowNs int64 `protobuf:"varint,8,opt,name=now_ns,json=nowNs,proto3" json:"now_ns,omitempty"`
+	// Keep the charge of the rate keys as a reservation (decide.Request
+	// Reserve); the owner answers its token in ItemResult.reservation.
+	Reserve bool `protobuf:"varint,9,opt,name=reserve,proto3" json:"reserve,omitempty"`
+	// Set for a Release, Renew or Settle of a token's permit or
+	// reservation instead of a decision; keys are the token's. Senders set
+	// cost 0 on such items, so that an owner older than op refuses them
+	// (cost must be > 0) instead of deciding them.
+	Op            *Op `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +801,93 @@ func (x *Item) GetNowNs() int64 {
 	return 0
 }
 
+func (x *Item) GetReserve() bool {
+	if x != nil {
+		return x.Reserve
+	}
+	return false
+}
+
+func (x *Item) GetOp() *Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+// Op mirrors decide.Op.
+type Op struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// decide.OpKind: 1 release, 2 renew, 3 settle.
+	Kind uint32 `protobuf:"varint,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The permit's or reservation's 16-byte id.
+	Id []byte `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Renew: the new life; 0 means the limit's ttl.
+	TtlNs int64 `protobuf:"varint,3,opt,name=ttl_ns,json=ttlNs,proto3" json:"ttl_ns,omitempty"`
+	// Settle: the real cost, >= 0.
+	Actual        int64 `protobuf:"varint,4,opt,name=actual,proto3" json:"actual,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Op) Reset() {
+	*x = Op{}
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Op) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Op) ProtoMessage() {}
+
+func (x *Op) ProtoReflect() protoreflect.Message {
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Op.ProtoReflect.Descriptor instead.
+func (*Op) Descriptor() ([]byte, []int) {
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Op) GetKind() uint32 {
+	if x != nil {
+		return x.Kind
+	}
+	return 0
+}
+
+func (x *Op) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Op) GetTtlNs() int64 {
+	if x != nil {
+		return x.TtlNs
+	}
+	return 0
+}
+
+func (x *Op) GetActual() int64 {
+	if x != nil {
+		return x.Actual
+	}
+	return 0
+}
+
 // Limit is one GCRA limit: one unit every interval_ns, at most burst at once.
 //
 // Mixed versions: senders fill both intervals. interval_us is interval_ns
@@ -811,7 +906,7 @@ type Limit struct {
 
 func (x *Limit) Reset() {
 	*x = Limit{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -823,7 +918,7 @@ func (x *Limit) String() string {
 func (*Limit) ProtoMessage() {}
 
 func (x *Limit) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[8]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -836,7 +931,7 @@ func (x *Limit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limit.ProtoReflect.Descriptor instead.
 func (*Limit) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{8}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Limit) GetIntervalUs() int64 {
@@ -870,7 +965,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +977,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[9]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +990,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{9}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DecideResponse) GetResults() []*ItemResult {
@@ -921,14 +1016,26 @@ type ItemResult struct {
 	// With error: the failure-policy reason the owner met (redis_unavailable,
 	// state_load_failed), so the sender's fallback names the real cause.
 	// Empty when the error is not one a failure policy answers.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// decide.Grant: the tokens of an admitted decision, the permits live on
+	// each concurrency key (by key index; empty when none), and an op's
+	// outcome.
+	Permit        []byte  `protobuf:"bytes,6,opt,name=permit,proto3" json:"permit,omitempty"`
+	Reservation   []byte  `protobuf:"bytes,7,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	InFlight      []int64 `protobuf:"varint,8,rep,packed,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Done          bool    `protobuf:"varint,9,opt,name=done,proto3" json:"done,omitempty"`
+	ExpiryNs      int64   `protobuf:"varint,10,opt,name=expiry_ns,json=expiryNs,proto3" json:"expiry_ns,omitempty"`
+	Refunded      int64   `protobuf:"varint,11,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	Kept          int64   `protobuf:"varint,12,opt,name=kept,proto3" json:"kept,omitempty"`
+	Extra         int64   `protobuf:"varint,13,opt,name=extra,proto3" json:"extra,omitempty"`
+	Forgiven      int64   `protobuf:"varint,14,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ItemResult) Reset() {
 	*x = ItemResult{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1047,7 @@ func (x *ItemResult) String() string {
 func (*ItemResult) ProtoMessage() {}
 
 func (x *ItemResult) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[10]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1060,7 @@ func (x *ItemResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ItemResult.ProtoReflect.Descriptor instead.
 func (*ItemResult) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{10}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ItemResult) GetOverall() *Result {
@@ -991,6 +1098,69 @@ func (x *ItemResult) GetReason() string {
 	return ""
 }
 
+func (x *ItemResult) GetPermit() []byte {
+	if x != nil {
+		return x.Permit
+	}
+	return nil
+}
+
+func (x *ItemResult) GetReservation() []byte {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
+func (x *ItemResult) GetInFlight() []int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return nil
+}
+
+func (x *ItemResult) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *ItemResult) GetExpiryNs() int64 {
+	if x != nil {
+		return x.ExpiryNs
+	}
+	return 0
+}
+
+func (x *ItemResult) GetRefunded() int64 {
+	if x != nil {
+		return x.Refunded
+	}
+	return 0
+}
+
+func (x *ItemResult) GetKept() int64 {
+	if x != nil {
+		return x.Kept
+	}
+	return 0
+}
+
+func (x *ItemResult) GetExtra() int64 {
+	if x != nil {
+		return x.Extra
+	}
+	return 0
+}
+
+func (x *ItemResult) GetForgiven() int64 {
+	if x != nil {
+		return x.Forgiven
+	}
+	return 0
+}
+
 // Result mirrors gcra.Result. Owners fill both units: the _ns fields in
 // nanoseconds (gcra's time base) and, for senders older than them, tat in
 // whole Unix microseconds (rounded down) and the waits in microseconds
@@ -1015,7 +1185,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1197,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[11]
+	mi := &file_api_weir_peer_v1_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1210,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{11}
+	return file_api_weir_peer_v1_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Result) GetAllowed() bool {
@@ -1170,7 +1340,7 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x122\n" +
 	"\aresults\x18\x02 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\x12\x12\n" +
 	"\x04code\x18\x03 \x01(\x05R\x04code\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xcb\x01\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x87\x02\n" +
 	"\x04Item\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04keys\x18\x02 \x03(\tR\x04keys\x12+\n" +
@@ -1179,7 +1349,15 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\x06now_us\x18\x05 \x01(\x03R\x05nowUs\x12\x16\n" +
 	"\x06strict\x18\x06 \x01(\bR\x06strict\x12\x12\n" +
 	"\x04debt\x18\a \x01(\bR\x04debt\x12\x15\n" +
-	"\x06now_ns\x18\b \x01(\x03R\x05nowNs\"_\n" +
+	"\x06now_ns\x18\b \x01(\x03R\x05nowNs\x12\x18\n" +
+	"\areserve\x18\t \x01(\bR\areserve\x12 \n" +
+	"\x02op\x18\n" +
+	" \x01(\v2\x10.weir.peer.v1.OpR\x02op\"W\n" +
+	"\x02Op\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\rR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\fR\x02id\x12\x15\n" +
+	"\x06ttl_ns\x18\x03 \x01(\x03R\x05ttlNs\x12\x16\n" +
+	"\x06actual\x18\x04 \x01(\x03R\x06actual\"_\n" +
 	"\x05Limit\x12\x1f\n" +
 	"\vinterval_us\x18\x01 \x01(\x03R\n" +
 	"intervalUs\x12\x14\n" +
@@ -1187,14 +1365,24 @@ const file_api_weir_peer_v1_peer_proto_rawDesc = "" +
 	"\vinterval_ns\x18\x03 \x01(\x03R\n" +
 	"intervalNs\"D\n" +
 	"\x0eDecideResponse\x122\n" +
-	"\aresults\x18\x01 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\"\xb7\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x18.weir.peer.v1.ItemResultR\aresults\"\xa1\x03\n" +
 	"\n" +
 	"ItemResult\x12.\n" +
 	"\aoverall\x18\x01 \x01(\v2\x14.weir.peer.v1.ResultR\aoverall\x12.\n" +
 	"\aresults\x18\x02 \x03(\v2\x14.weir.peer.v1.ResultR\aresults\x12\x1b\n" +
 	"\tnot_owner\x18\x03 \x01(\tR\bnotOwner\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa0\x02\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06permit\x18\x06 \x01(\fR\x06permit\x12 \n" +
+	"\vreservation\x18\a \x01(\fR\vreservation\x12\x1b\n" +
+	"\tin_flight\x18\b \x03(\x03R\binFlight\x12\x12\n" +
+	"\x04done\x18\t \x01(\bR\x04done\x12\x1b\n" +
+	"\texpiry_ns\x18\n" +
+	" \x01(\x03R\bexpiryNs\x12\x1a\n" +
+	"\brefunded\x18\v \x01(\x03R\brefunded\x12\x12\n" +
+	"\x04kept\x18\f \x01(\x03R\x04kept\x12\x14\n" +
+	"\x05extra\x18\r \x01(\x03R\x05extra\x12\x1a\n" +
+	"\bforgiven\x18\x0e \x01(\x03R\bforgiven\"\xa0\x02\n" +
 	"\x06Result\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12\x1d\n" +
 	"\n" +
@@ -1224,7 +1412,7 @@ func file_api_weir_peer_v1_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_api_weir_peer_v1_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_api_weir_peer_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_api_weir_peer_v1_peer_proto_goTypes = []any{
 	(LeaseAnswer_Outcome)(0),  // 0: weir.peer.v1.LeaseAnswer.Outcome
 	(*LeaseRequest)(nil),      // 1: weir.peer.v1.LeaseRequest
@@ -1235,34 +1423,36 @@ var file_api_weir_peer_v1_peer_proto_goTypes = []any{
 	(*DecideBatch)(nil),       // 6: weir.peer.v1.DecideBatch
 	(*DecideBatchResult)(nil), // 7: weir.peer.v1.DecideBatchResult
 	(*Item)(nil),              // 8: weir.peer.v1.Item
-	(*Limit)(nil),             // 9: weir.peer.v1.Limit
-	(*DecideResponse)(nil),    // 10: weir.peer.v1.DecideResponse
-	(*ItemResult)(nil),        // 11: weir.peer.v1.ItemResult
-	(*Result)(nil),            // 12: weir.peer.v1.Result
+	(*Op)(nil),                // 9: weir.peer.v1.Op
+	(*Limit)(nil),             // 10: weir.peer.v1.Limit
+	(*DecideResponse)(nil),    // 11: weir.peer.v1.DecideResponse
+	(*ItemResult)(nil),        // 12: weir.peer.v1.ItemResult
+	(*Result)(nil),            // 13: weir.peer.v1.Result
 }
 var file_api_weir_peer_v1_peer_proto_depIdxs = []int32{
 	2,  // 0: weir.peer.v1.LeaseRequest.items:type_name -> weir.peer.v1.LeaseItem
-	9,  // 1: weir.peer.v1.LeaseItem.limit:type_name -> weir.peer.v1.Limit
+	10, // 1: weir.peer.v1.LeaseItem.limit:type_name -> weir.peer.v1.Limit
 	4,  // 2: weir.peer.v1.LeaseResponse.answers:type_name -> weir.peer.v1.LeaseAnswer
 	0,  // 3: weir.peer.v1.LeaseAnswer.outcome:type_name -> weir.peer.v1.LeaseAnswer.Outcome
 	8,  // 4: weir.peer.v1.DecideRequest.items:type_name -> weir.peer.v1.Item
 	8,  // 5: weir.peer.v1.DecideBatch.items:type_name -> weir.peer.v1.Item
-	11, // 6: weir.peer.v1.DecideBatchResult.results:type_name -> weir.peer.v1.ItemResult
-	9,  // 7: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
-	11, // 8: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
-	12, // 9: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
-	12, // 10: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
-	5,  // 11: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
-	6,  // 12: weir.peer.v1.Peer.DecideStream:input_type -> weir.peer.v1.DecideBatch
-	1,  // 13: weir.peer.v1.Peer.Lease:input_type -> weir.peer.v1.LeaseRequest
-	10, // 14: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
-	7,  // 15: weir.peer.v1.Peer.DecideStream:output_type -> weir.peer.v1.DecideBatchResult
-	3,  // 16: weir.peer.v1.Peer.Lease:output_type -> weir.peer.v1.LeaseResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	12, // 6: weir.peer.v1.DecideBatchResult.results:type_name -> weir.peer.v1.ItemResult
+	10, // 7: weir.peer.v1.Item.limits:type_name -> weir.peer.v1.Limit
+	9,  // 8: weir.peer.v1.Item.op:type_name -> weir.peer.v1.Op
+	12, // 9: weir.peer.v1.DecideResponse.results:type_name -> weir.peer.v1.ItemResult
+	13, // 10: weir.peer.v1.ItemResult.overall:type_name -> weir.peer.v1.Result
+	13, // 11: weir.peer.v1.ItemResult.results:type_name -> weir.peer.v1.Result
+	5,  // 12: weir.peer.v1.Peer.Decide:input_type -> weir.peer.v1.DecideRequest
+	6,  // 13: weir.peer.v1.Peer.DecideStream:input_type -> weir.peer.v1.DecideBatch
+	1,  // 14: weir.peer.v1.Peer.Lease:input_type -> weir.peer.v1.LeaseRequest
+	11, // 15: weir.peer.v1.Peer.Decide:output_type -> weir.peer.v1.DecideResponse
+	7,  // 16: weir.peer.v1.Peer.DecideStream:output_type -> weir.peer.v1.DecideBatchResult
+	3,  // 17: weir.peer.v1.Peer.Lease:output_type -> weir.peer.v1.LeaseResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_api_weir_peer_v1_peer_proto_init() }
@@ -1276,7 +1466,7 @@ func file_api_weir_peer_v1_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_api_weir_peer_v1_peer_proto_rawDesc), len(file_api_weir_peer_v1_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
