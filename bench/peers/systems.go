@@ -52,9 +52,10 @@ func systems(base bool) []system {
 	guberDefault := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_BATCHING) }
 	guberGlobal := func(cc grpc.ClientConnInterface) decider { return newGuberDecider(cc, guber.Behavior_GLOBAL) }
 	all := []system{
-		{name: weirOne, start: startWeir(1, false, false), dial: dialEach(newRLSDecider)},
-		{name: weirThree, start: startWeir(3, true, false), dial: dialEach(newRLSDecider), leased: true},
-		{name: weirRouted, start: startWeir(3, true, false), dial: dialRouted},
+		{name: weirOne, start: startWeir(weirSetup{nodes: 1}), dial: dialEach(newRLSDecider)},
+		{name: weirThree, start: startWeir(weirSetup{nodes: 3, redis: true}), dial: dialEach(newRLSDecider), leased: true},
+		{name: weirRouted, start: startWeir(weirSetup{nodes: 3, redis: true}), dial: dialRouted},
+		{name: weirLone, start: startWeir(weirSetup{nodes: 3, lone: true}), dial: dialEach(newRLSDecider)},
 		{name: "gubernator, 1 node", start: startGubernator(1), dial: dialEach(guberDefault)},
 		{name: "gubernator, 3 nodes", start: startGubernator(3), dial: dialEach(guberDefault)},
 		{name: "gubernator, 3 nodes, GLOBAL", start: startGubernator(3), dial: dialEach(guberGlobal)},
@@ -64,9 +65,9 @@ func systems(base bool) []system {
 		return all
 	}
 	return append(all,
-		system{name: weirOne + baseSuffix, start: startWeir(1, false, true), dial: dialEach(newRLSDecider)},
-		system{name: weirThree + baseSuffix, start: startWeir(3, true, true), dial: dialEach(newRLSDecider)},
-		system{name: weirRouted + baseSuffix, start: startWeir(3, true, true), dial: dialRouted})
+		system{name: weirOne + baseSuffix, start: startWeir(weirSetup{nodes: 1, base: true}), dial: dialEach(newRLSDecider)},
+		system{name: weirThree + baseSuffix, start: startWeir(weirSetup{nodes: 3, redis: true, base: true}), dial: dialEach(newRLSDecider)},
+		system{name: weirRouted + baseSuffix, start: startWeir(weirSetup{nodes: 3, redis: true, base: true}), dial: dialRouted})
 }
 
 // baseSuffix ends the names of the systems run with the -base-node binary.
@@ -123,11 +124,23 @@ limits:
 `, rlsDomain, rlsKey, limitPerSecond, limitBurst, weirV1Limit,
 	leasedLimitName, leasedEntry, leasedLimit.perSecond, leasedLimit.burst, leasedMax, leasedTTL)
 
-// startWeir starts n weir nodes (gossiping with each other when n > 1) and,
-// with redis, one redis-server they all use.
-// startWeir starts n weir nodes (with one Redis if redis), from the
-// -base-node binary if base.
-func startWeir(n int, redis, base bool) func(context.Context, *procs, binaries) (started, error) {
+// weirSetup is how startWeir runs weir.
+type weirSetup struct {
+	nodes int
+	// lone: the nodes do not gossip, each deciding every key alone in its
+	// own memory (three processes' cost with no forwarding: a floor under
+	// the cluster's, not a limiter; it admits each key's limit once per
+	// node).
+	lone  bool
+	redis bool // one redis-server every node uses
+	base  bool // the -base-node binary instead of this tree's
+}
+
+// startWeir starts the nodes of s, gossiping with each other when there
+// are several and not s.lone.
+func startWeir(s weirSetup) func(context.Context, *procs, binaries) (started, error) {
+	n, redis, base := s.nodes, s.redis, s.base
+	cluster := n > 1 && !s.lone
 	return func(ctx context.Context, ps *procs, b binaries) (started, error) {
 		var st started
 		policy := filepath.Join(ps.dir, "weir-policy.yaml")
@@ -153,7 +166,7 @@ func startWeir(n int, redis, base bool) func(context.Context, *procs, binaries) 
 				"--node-name", name, "--policy", policy, "--log-level", "warn",
 				"--grpc-addr", a[0], "--http-addr", a[1], "--peer-addr", a[2], "--admin-addr", a[3],
 			}
-			if n > 1 {
+			if cluster {
 				args = append(args, "--gossip-addr", a[4])
 				if i > 0 {
 					args = append(args, "--join", addrs[4])
@@ -172,15 +185,19 @@ func startWeir(n int, redis, base bool) func(context.Context, *procs, binaries) 
 			}
 			nodes = append(nodes, p)
 		}
+		members := 1
+		if cluster {
+			members = n
+		}
 		for i, p := range nodes {
 			httpAddr, adminAddr := addrs[5*i+1], addrs[5*i+3]
 			if err := waitFor(ctx, p, "ready with all members", func(ctx context.Context) error {
-				return weirReady(ctx, httpAddr, adminAddr, n)
+				return weirReady(ctx, httpAddr, adminAddr, members)
 			}); err != nil {
 				return st, err
 			}
 		}
-		if n > 1 {
+		if cluster {
 			// An owner loads a key absent from its memory until its ring
 			// has held still for the key's span plus the load rule's
 			// margin (owner.Config.Rested, 2 s); measure the stable

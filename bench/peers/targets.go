@@ -10,6 +10,7 @@ const (
 	weirOne       = "weir, 1 node, embedded"
 	weirThree     = "weir, 3 nodes, Redis"
 	weirRouted    = "weir, 3 nodes, Redis, routed"
+	weirLone      = "weir, 3 lone nodes, no cluster"
 	ratelimitName = "envoyproxy/ratelimit, Redis"
 )
 
@@ -49,6 +50,8 @@ var targets = []target{
 	{"3 nodes (plain client), Redis commands/decision, spread", "≤ 0.02", atMost(0.02), redisOf(weirThree, spread.name)},
 	{"leasable hot key: slowest non-owner ÷ owner, decisions/s", "≥ 0.85", atLeast(0.85), slowestNonOwner(weirThree)},
 	{"3 nodes (routed client) ÷ 1 node, decisions/s, spread", "(for comparison)", nil, quotient(weirRouted, weirOne, spread.name, result.rate)},
+	{"3 lone nodes (no forwarding, no Redis) ÷ 1 node, decisions/s, spread", "(for comparison)", nil, quotient(weirLone, weirOne, spread.name, result.rate)},
+	{"3 lone nodes ÷ envoyproxy/ratelimit, server CPU/decision, spread", "(for comparison)", nil, quotient(weirLone, ratelimitName, spread.name, cpuUS)},
 }
 
 func redisOf(sys, w string) func(*runs) []float64 {
