@@ -212,14 +212,35 @@ func (b *Backend) storeEach(ctx context.Context, n int, what string, queue func(
 // storeLua writes KEYS[1] = ARGV[1] with expiry ARGV[2] ms, or deletes the
 // key when ARGV[2] is 0, unless the key already holds a later TAT. TATs are
 // compared as (microseconds, nanoseconds) pairs, exact in Lua doubles.
+//
+// A write is one SET ... GET (Redis 6.2 and later): it stores the new TAT
+// and returns the old one, and in the rare case the old one was later (a
+// write racing a newer one) puts it back, with an expiry at least as long
+// as the one it had. Deletes, and servers whose SET has no GET option (the
+// call fails and changes nothing), read first with GET.
 const storeLua = parseTATLua + `
-local raw = redis.call('GET', KEYS[1])
-if raw then
+local new_us, new_ns = parse(ARGV[1])
+-- later reports whether the stored raw is a later TAT than ARGV[1].
+local function later(raw)
   local cur_us, cur_ns = parse(raw)
-  local new_us, new_ns = parse(ARGV[1])
-  if cur_us and (cur_us > new_us or (cur_us == new_us and cur_ns > new_ns)) then
-    return 0
+  return cur_us and (cur_us > new_us or (cur_us == new_us and cur_ns > new_ns))
+end
+if ARGV[2] ~= '0' then
+  local old = redis.pcall('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'GET')
+  if type(old) ~= 'table' then
+    if old and later(old) then
+      -- old expired ARGV[2] ms plus the gap between the TATs from now; the
+      -- gap is rounded up to a whole millisecond and one more.
+      local gap_ms = math.floor((parse(old) - new_us) / 1000) + 1
+      redis.call('SET', KEYS[1], old, 'PX', tonumber(ARGV[2]) + gap_ms)
+      return 0
+    end
+    return 1
   end
+end
+local raw = redis.call('GET', KEYS[1])
+if raw and later(raw) then
+  return 0
 end
 if ARGV[2] == '0' then
   redis.call('DEL', KEYS[1])

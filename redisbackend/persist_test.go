@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,6 +169,10 @@ func TestBackend_StoreTATs_neverMovesBackwards(t *testing.T) {
 		if got[0] != later.TAT {
 			t.Fatalf("after a stale write of %d the key holds %d, want the later %d", stale.TAT-now, got[0]-now, later.TAT-now)
 		}
+		// Put back, it expires no sooner than the later write set it to.
+		if ttl := c.PTTL(ctx, later.Key).Val(); ttl < 5*time.Second+redisbackend.ExpiryGrace-100*time.Millisecond {
+			t.Fatalf("after a stale write of %d the later TAT expires in %s", stale.TAT-now, ttl)
+		}
 	}
 	// A later TAT still replaces an earlier one, and the script survives
 	// the server losing its script cache.
@@ -240,5 +245,33 @@ func TestBackend_LoadTATs_oneCommand(t *testing.T) {
 	}
 	if n := cnt.n.Load() - before; n != 1 {
 		t.Errorf("%d commands for %d keys, want 1 MGET", n, len(keys))
+	}
+}
+
+// A write of a TAT is one SET on the server, whether the key was absent or
+// held an earlier TAT: no GET first. Deletes read first.
+func TestBackend_StoreTATs_oneCommandPerWrite(t *testing.T) {
+	c, b, now := startBackend(t)
+	ctx := t.Context()
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i, tat := range []int64{now + 1000*ms, now + 2000*ms} { // absent, then earlier
+		if err := b.StoreTATs(ctx, []redisbackend.TAT{{Key: "rl:{c}:k", TAT: tat, Now: now}}); err != nil {
+			t.Fatal(err)
+		}
+		stats := c.Info(ctx, "commandstats").Val()
+		if want := fmt.Sprintf("cmdstat_set:calls=%d,", i+1); !strings.Contains(stats, want) || strings.Contains(stats, "cmdstat_get:") {
+			t.Fatalf("write %d: want %s and no GET; Redis saw:\n%s", i+1, want, stats)
+		}
+	}
+	if got, _ := b.LoadTATs(ctx, []string{"rl:{c}:k"}); got[0] != now+2000*ms {
+		t.Fatalf("stored %d, want 2000ms ahead", got[0]-now)
+	}
+	if err := b.StoreTATs(ctx, []redisbackend.TAT{{Key: "rl:{c}:k", TAT: now - 9000*ms, Now: now}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.LoadTATs(ctx, []string{"rl:{c}:k"}); got[0] != now+2000*ms {
+		t.Fatalf("a stale delete changed the key to %d", got[0]-now)
 	}
 }
