@@ -42,10 +42,7 @@ func ConcurrencyMiddleware(a Acquirer, describe func(*http.Request) (descriptors
 	if a == nil || describe == nil {
 		panic("httplimit: ConcurrencyMiddleware needs an Acquirer and a describe function")
 	}
-	cfg := config{policy: FailOpen, timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			descriptors, _, ok := describe(r)

@@ -51,6 +51,15 @@ type config struct {
 	onError func(*http.Request, error)
 }
 
+// newConfig is the defaults with opts applied.
+func newConfig(opts []Option) config {
+	cfg := config{policy: FailOpen, timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
+}
+
 // WithErrorPolicy sets what happens when weir cannot be asked; FailOpen by
 // default.
 func WithErrorPolicy(p ErrorPolicy) Option {
@@ -86,10 +95,7 @@ func Middleware(d Decider, describe func(*http.Request) (descriptors map[string]
 	if d == nil || describe == nil {
 		panic("httplimit: Middleware needs a Decider and a describe function")
 	}
-	cfg := config{policy: FailOpen, timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := newConfig(opts)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			descriptors, cost, ok := describe(r)
