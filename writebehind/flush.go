@@ -131,10 +131,17 @@ func (w *Writer) flushUntil(ctx context.Context, match func(string) bool) error 
 // the first failed batch, putting that batch and everything taken after it
 // back; shards not reached yet keep their entries.
 func (w *Writer) flushOnce(ctx context.Context, match func(string) bool) error {
+	// A free slot is taken even when ctx has ended: a flush that finds
+	// nothing to store then succeeds (a node's last ring change, after its
+	// hand-off, flushes with the ended context of its shutdown).
 	select {
 	case w.sem <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		select {
+		case w.sem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	defer func() { <-w.sem }()
 	buf, sinces := w.buf[:0], w.sinces[:0]

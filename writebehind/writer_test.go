@@ -278,6 +278,26 @@ func TestWriter_FlushKeys_onlyMatching(t *testing.T) {
 	}
 }
 
+// A flush with nothing to store succeeds even when its context has ended
+// (a node's ring change after its hand-off flushes with the ended context
+// of its shutdown: no error, no warning).
+func TestWriter_FlushKeys_nothingPendingEndedContext(t *testing.T) {
+	sink := newFakeSink()
+	w := newWriter(t, testConfig(), sink, newFakeNow(1).Now, nil)
+	w.Mark("rl:{b}:1", 10)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	inA := func(k string) bool { return limitkey.HashTag(k) == "a" }
+	for i := range 50 { // the slot and the ended context were both ready: a coin toss
+		if err := w.FlushKeys(ctx, inA); err != nil {
+			t.Fatalf("flush %d of nothing with an ended context: %v", i, err)
+		}
+	}
+	if _, _, n := sink.snapshot(); n != 0 || w.Pending() != 1 {
+		t.Errorf("%d sink calls, %d pending; want none and group b's one", n, w.Pending())
+	}
+}
+
 // FlushKeys retries a failing sink until its context ends. The context
 // ends at the third call, whatever the time: a deadline of a few
 // milliseconds could pass before the first call on a loaded machine.
